@@ -39,6 +39,6 @@ if [ ! -f "$venv/.complete" ]; then
   touch "$venv/.complete"
 fi
 vpy=$venv/bin/python
-"$vpy" -m pip install -q --no-deps --no-build-isolation -e "$root" >&2
+"$vpy" -m pip install -q --no-deps --no-build-isolation -e "$root" >&2 2>/dev/null || "$vpy" -m pip install --no-deps --no-build-isolation -e "$root" >&2
 "$vpy" "$root/upstream_patch/series.py" apply --lane "$lane" --quiet >&2
 echo "$venv"

