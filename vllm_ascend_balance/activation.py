@@ -2,7 +2,9 @@
 """Wiring: the ``vllm.general_plugins`` entry point and conditional activation.
 
 1. :func:`register` (front-end process, workers, engine cores; idempotent, no
-   I/O) replaces ``EngineCoreProc.run_engine_core`` with :func:`run_engine_core`.
+   I/O) replaces ``EngineCoreProc.run_engine_core`` with :func:`run_engine_core`
+   and makes ``EngineArgs.create_engine_config`` validate the balance setting,
+   so a bad setting fails in the front-end before engines start.
    vLLM starts each engine process with ``target=EngineCoreProc.run_engine_core``
    read in the front-end; under the spawn start method the target is pickled
    by qualified name, so it must be this module-level function (not a
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import vllm.v1.engine.core as engine_core_mod
+import vllm.v1.engine.core as _engine_core
 from vllm.logger import init_logger
 from vllm.v1.core.sched.scheduler import Scheduler
 
@@ -44,8 +47,11 @@ SERIES_HINT = (
     "or install a vLLM branch that carries the seam"
 )
 
-_UPSTREAM_DP_ENGINE = engine_core_mod.DPEngineCoreProc
-_UPSTREAM_RUN_ENGINE_CORE = engine_core_mod.EngineCoreProc.__dict__[
+# Module-level names are rebound below; Any keeps mypy from treating them as
+# class definitions.
+engine_core_mod: Any = _engine_core
+_UPSTREAM_DP_ENGINE = _engine_core.DPEngineCoreProc
+_UPSTREAM_RUN_ENGINE_CORE = _engine_core.EngineCoreProc.__dict__[
     "run_engine_core"
 ].__func__
 
@@ -152,7 +158,9 @@ def compose_engine(base: type) -> type:
     return type(f"Balance{base.__name__}", (BalanceEngineHookMixin, base), {})
 
 
-def run_engine_core(*args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any):
+def run_engine_core(
+    *args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any
+):
     """Stand-in for ``EngineCoreProc.run_engine_core`` (same signature): plan,
     activate conditionally, then run upstream's ``run_engine_core`` unchanged.
 
@@ -182,7 +190,27 @@ def run_engine_core(*args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwar
     )
 
 
+def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``EngineArgs.create_engine_config`` so a bad balance setting fails
+    in the front-end, before any engine process starts."""
+
+    @functools.wraps(create_engine_config)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        vllm_config = create_engine_config(self, *args, **kwargs)
+        plan_activation(vllm_config)
+        return vllm_config
+
+    checked.__vab_checked__ = True  # type: ignore[attr-defined]
+    return checked
+
+
 def register() -> None:
     """``vllm.general_plugins`` entry point: install :func:`run_engine_core`
-    as ``EngineCoreProc.run_engine_core``. Idempotent; decides nothing."""
-    engine_core_mod.EngineCoreProc.run_engine_core = staticmethod(run_engine_core)  # type: ignore[method-assign]
+    as ``EngineCoreProc.run_engine_core`` and the early config check on
+    ``EngineArgs.create_engine_config``. Idempotent; decides nothing."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    engine_core_mod.EngineCoreProc.run_engine_core = staticmethod(run_engine_core)
+    if not getattr(EngineArgs.create_engine_config, "__vab_checked__", False):
+        engine_args: Any = EngineArgs
+        engine_args.create_engine_config = _check_early(EngineArgs.create_engine_config)

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         replay_cli.add_arguments(
             sub.add_parser(
                 "replay",
-                help="replay a workload on a real vLLM DP deployment, balance off vs on",
+                help="replay a workload on a real vLLM DP deployment, balance off/on",
             )
         )
     args = parser.parse_args(argv)

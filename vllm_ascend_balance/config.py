@@ -30,7 +30,7 @@ logger = init_logger(__name__)
 SETTING = "additional_config.scheduler_config.enable_balance_scheduling"
 LEGACY_SETTING = "additional_config.enable_balance_scheduling"
 ENABLE_EXAMPLE = (
-    "--additional-config '{\"scheduler_config\": {\"enable_balance_scheduling\": true}}'"
+    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": true}}\''
 )
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 
@@ -67,7 +67,7 @@ def _from_ascend_config() -> bool | None:
     """``AscendConfig.enable_balance_scheduling`` if vllm_ascend is present
     and its config is initialised, else None."""
     try:
-        from vllm_ascend.ascend_config import get_ascend_config  # type: ignore
+        from vllm_ascend.ascend_config import get_ascend_config
     except ImportError:
         return None
     try:

@@ -69,7 +69,9 @@ def _config_view(args: argparse.Namespace) -> Any:
         scheduler_config=scheduler_config,
         parallel_config=SimpleNamespace(data_parallel_size=args.data_parallel_size),
         model_config=SimpleNamespace(is_moe=not args.dense),
-        kv_transfer_config=SimpleNamespace(kv_role=args.kv_role) if args.kv_role else None,
+        kv_transfer_config=SimpleNamespace(kv_role=args.kv_role)
+        if args.kv_role
+        else None,
     )
 
 
@@ -77,12 +79,15 @@ def run(args: argparse.Namespace) -> int:
     version = _vllm_version()
     print(f"vLLM installed:        {version or 'no'}")
     if version is None:
-        print("verdict:               install vLLM (a patched release or a fork branch)")
+        print(
+            "verdict:               install vLLM (a patched release or a fork branch)"
+        )
         return 1
     from vllm_ascend_balance.activation import has_seam, plan_activation
     from vllm_ascend_balance.config import BalanceConfigError
+    from vllm_ascend_balance.scheduler import SEAM
 
-    print(f"seam present:          {has_seam()} (Scheduler._should_stop_admitting_waiting)")
+    print(f"seam present:          {has_seam()} (Scheduler.{SEAM})")
     print(f"plugin registered:     {_plugin_registered()} ({ENTRY_POINT_GROUP})")
     try:
         plan = plan_activation(_config_view(args))

@@ -15,13 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
+from vllm.config import (
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    VllmConfig,
+)
 from vllm.sampling_params import SamplingParams
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.kv_cache_interface import (
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+)
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
 
@@ -95,7 +105,9 @@ def make_scheduler(
     vllm_config = vllm_config or make_vllm_config(**config_kwargs)
     if scheduler_cls is None:
         scheduler_cls = (
-            AsyncScheduler if vllm_config.scheduler_config.async_scheduling else Scheduler
+            AsyncScheduler
+            if vllm_config.scheduler_config.async_scheduling
+            else Scheduler
         )
     block_size = vllm_config.cache_config.block_size
     kv_cache_config = KVCacheConfig(
@@ -105,7 +117,10 @@ def make_scheduler(
             KVCacheGroupSpec(
                 ["layer"],
                 FullAttentionSpec(
-                    block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+                    block_size=block_size,
+                    num_kv_heads=1,
+                    head_size=1,
+                    dtype=torch.float32,
                 ),
             )
         ],
@@ -134,7 +149,9 @@ def make_request(
     params.update_from_generation_config({}, EOS_TOKEN_ID)
     return Request(
         request_id=request_id,
-        prompt_token_ids=[(hash(request_id) + i) % 1000 + 10 for i in range(prompt_len)],
+        prompt_token_ids=[
+            (hash(request_id) + i) % 1000 + 10 for i in range(prompt_len)
+        ],
         sampling_params=params,
         pooling_params=None,
         block_hasher=get_request_block_hasher(block_size, sha256),
