@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import types
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     doctor.add_arguments(
         sub.add_parser("doctor", help="check the install and what a config activates")
     )
+    replay_cli: types.ModuleType | None
     try:
         from vllm_ascend_balance.replay import cli as replay_cli
     except ImportError:

@@ -11,7 +11,7 @@ added by ``upstream_patch/``; ``schedule()`` itself is upstream's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.distributed as dist
@@ -55,7 +55,7 @@ class BalanceSchedulerMixin:
     balance_frozen: bool = False
     balance_gathers: int = 0
     balance_frozen_gathers: int = 0
-    _balance_next_seam: Callable[[Any], bool]
+    _balance_next_seam: ClassVar[Callable[[Any], bool]]
 
     def balance_gather(self) -> None:
         """All-gather ``len(self.running)`` over ``dp_group`` (one collective)

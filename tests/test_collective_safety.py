@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Collective safety on a real vLLM DP deployment (issues 2 and 3).
+
+Upstream ``DPEngineCoreProc.run_busy_loop`` runs unmodified in spawned
+engine processes started by ``AsyncLLM`` with the DP coordinator; balance
+scheduling is activated through the installed entry point; the replay's
+cost-model executor makes every forward pass (dummy batches included) a
+collective across the ranks, as MoE does. The workload is many waves with
+idle gaps between them (every wave ends, engines pause, the next request
+starts a new wave) and skewed per-rank load (one rank heavy, one light, the
+others idle: they only run dummy batches).
+
+- With the package's gather (after ``_has_global_unfinished_reqs``): every
+  request completes before the timeout, every rank gathers the same number
+  of times, all ranks receive the same vectors, and the gate freezes
+  exactly when some rank's gathered running count equals the cap.
+- Negative control: the gather inside ``schedule()`` (deadlock lesson A)
+  must not complete: it hangs and the timeout catches it; Ctrl-C then stops
+  every process of the run.
+
+No timed assertions: timeouts only detect hangs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.replay_variants import (
+    GATHER_IN_SCHEDULE_EXECUTOR,
+    ReplayProcess,
+    load_run_records,
+    run_replay,
+    skewed_waves,
+    write_jsonl,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.multiproc, pytest.mark.slow]
+
+CAP = 4
+WAVES = 8
+# Modeled seconds between waves; at TIME_SCALE 0.1 that is 2.5 s of wall time,
+# far longer than a wave takes, so every wave ends before the next begins.
+GAP_S = 25.0
+TIME_SCALE = 0.1
+# Hang detection only (a healthy run of this size takes a fraction of it).
+TIMEOUT_S = {2: 240.0, 4: 300.0}
+NEGATIVE_TIMEOUT_S = 60.0
+
+
+def _args(trace: Path, dp: int, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        "--trace", str(trace),
+        "--dp", str(dp),
+        "--mode", "on",
+        "--max-num-seqs", str(CAP),
+        "--max-num-batched-tokens", "256",
+        "--max-model-len", "2048",
+        "--time-scale", str(TIME_SCALE),
+        "--run-dir", str(run_dir),
+        *extra,
+    ]  # fmt: skip
+
+
+def _run(tmp: Path, dp: int, **kwargs: Any) -> tuple[ReplayProcess, Path]:
+    trace = write_jsonl(
+        tmp / "waves.jsonl", skewed_waves(dp, waves=WAVES, gap_s=GAP_S, heavy=CAP + 3)
+    )
+    run_dir = tmp / "run"
+    extra = kwargs.pop("extra", ())
+    result = run_replay(
+        _args(trace, dp, run_dir, *extra), json_path=tmp / "out.json", **kwargs
+    )
+    return result, run_dir
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["dp2", "dp4"])
+def balanced_run(request, tmp_path_factory):
+    dp = request.param
+    result, run_dir = _run(
+        tmp_path_factory.mktemp(f"dp{dp}"), dp, timeout=TIMEOUT_S[dp]
+    )
+    return dp, result, run_dir
+
+
+def test_every_request_completes_without_hang(balanced_run):
+    dp, result, _ = balanced_run
+    assert not result.timed_out, f"DP {dp} replay hung:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, result.stderr[-3000:]
+    (mode,) = result.json["modes"]
+    assert mode["status"] == "ok"
+    assert mode["completed"] == mode["requests"] == WAVES * (CAP + 4)
+    for req in mode["requests_detail"]:
+        assert req["output_tokens"] == req["expected_tokens"], req
+    assert result.leftover_pids == [], "engine processes outlived the replay"
+
+
+def test_every_rank_gathers_equally(balanced_run):
+    dp, result, run_dir = balanced_run
+    (mode,) = result.json["modes"]
+    gathers = mode["gathers_per_rank"]
+    assert len(gathers) == dp
+    assert gathers[0] > 0, "balance did not activate through the entry point"
+    assert len(set(gathers)) == 1, gathers
+    assert all(c.startswith("Recording") for c in mode["scheduler_classes"])
+    assert any("Balance" in c for c in mode["scheduler_classes"])
+    records = load_run_records(run_dir, "on", dp)
+    by_rank = {
+        rank: [r for r in recs if r["k"] == "gather"] for rank, recs in records.items()
+    }
+    # Same number of gathers, and gather n delivered the same vector to every
+    # rank, whose entry r is what rank r sent.
+    assert len({len(g) for g in by_rank.values()}) == 1
+    for n, same in enumerate(zip(*by_rank.values(), strict=True)):
+        vectors = {tuple(g["gathered"]) for g in same}
+        assert len(vectors) == 1, (n, same)
+        (vector,) = vectors
+        assert list(vector) == [g["local"] for g in same], (n, same)
+
+
+def test_waves_idle_gaps_and_dummy_batches_happened(balanced_run):
+    dp, result, run_dir = balanced_run
+    steps = [r for r in load_run_records(run_dir, "on", dp)[0] if r["k"] == "step"]
+    gaps = sum(
+        1 for a, b in zip(steps, steps[1:], strict=False) if b["t0"] - a["t1"] > 0.3
+    )
+    assert gaps >= WAVES - 1, f"only {gaps} idle gaps: waves did not end"
+    assert any(r["dummy"] for r in steps), "no rank ever ran a dummy batch"
+
+
+def test_freeze_exactly_when_a_rank_is_at_cap(balanced_run):
+    dp, result, run_dir = balanced_run
+    records = load_run_records(run_dir, "on", dp)
+    freezes = 0
+    for rank, recs in records.items():
+        decision = False  # before the first gather nothing is frozen
+        for rec in recs:
+            if rec["k"] == "gather":
+                assert rec["cap"] == CAP
+                assert rec["frozen"] == (max(rec["gathered"]) == CAP), rec
+                decision = rec["frozen"]
+                freezes += rec["frozen"]
+            elif rec["k"] == "step":
+                # The step's schedule() used the last gather's decision ...
+                assert rec["frozen"] == decision, (rank, rec)
+                # ... and a frozen step admits nothing from WAITING.
+                if rec["frozen"]:
+                    assert rec["new"] == 0, (rank, rec)
+    assert freezes > 0, "the skewed load never brought a rank to the cap"
+
+
+def test_negative_control_gather_in_schedule_hangs(tmp_path):
+    """Deadlock lesson A, reproduced: must hang (or fail), never complete."""
+    result, run_dir = _run(
+        tmp_path,
+        2,
+        timeout=NEGATIVE_TIMEOUT_S,
+        extra=("--executor", GATHER_IN_SCHEDULE_EXECUTOR),
+    )
+    completed = (
+        not result.timed_out
+        and result.returncode == 0
+        and result.json is not None
+        and result.json["modes"][0]["completed"] == result.json["modes"][0]["requests"]
+    )
+    assert not completed, "gathering inside schedule() did not deadlock"
+    records = load_run_records(run_dir, "on", 2)
+    starts = [r for recs in records.values() for r in recs if r["k"] == "start"]
+    assert starts and all(s["scheduler"].startswith("GatherInSchedule") for s in starts)
+    if result.timed_out:
+        # Ctrl-C on the hung deployment stops it and reports partial results.
+        assert result.interrupted_rc == 1, result.stderr[-3000:]
+        assert "interrupted" in result.stdout
+    assert result.leftover_pids == [], "processes of the hung run survived"

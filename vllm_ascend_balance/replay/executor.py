@@ -1,0 +1,400 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A weightless vLLM executor that models step time and steps in lock step.
+
+Passed to vLLM as ``distributed_executor_backend=
+"vllm_ascend_balance.replay.executor.CostModelExecutor"``; vLLM builds one in
+each engine process (``EngineCore.__init__``), so with data parallelism there
+is one per DP rank, inside each ``DPEngineCoreProc``.
+
+What it does in place of a model runner (cf. vLLM's ``UniProcExecutor`` and
+``GPUModelRunner.execute_model``/``sample_tokens``):
+
+- answers the start-up RPCs (KV cache spec of one full-attention layer, the
+  memory for ``kv_cache_tokens`` tokens, compilation times of zero); worker
+  RPCs it does not know return ``None`` (harmless, logged once);
+- ``execute_model`` tracks every scheduled request's progress from the
+  ``SchedulerOutput`` and ``sample_tokens`` returns one token for each
+  request whose prompt (or recompute) is complete, none while a prefill is
+  still in progress;
+- every forward pass with scheduled tokens and every dummy batch ends in an
+  all-gather over the executors' own gloo group of the DP ranks (as the MoE
+  dispatch/combine does), so the ranks step in lock step; the step's modeled
+  time is the slowest rank's cost (:mod:`.costmodel`), and the executor
+  sleeps so that the step takes ``modeled * time_scale`` wall seconds;
+- writes per-step and per-gather records (:mod:`.recorder`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from vllm.distributed.utils import (
+    stateless_destroy_torch_distributed_process_group,
+    stateless_init_torch_distributed_process_group,
+)
+from vllm.logger import init_logger
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.executor.abstract import Executor
+from vllm.v1.kv_cache_interface import FullAttentionSpec
+from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.worker.worker_base import CompilationTimes
+
+from vllm_ascend_balance.replay.costmodel import ReplaySettings
+from vllm_ascend_balance.replay.recorder import (
+    RankRecorder,
+    install_recording_scheduler,
+    rank_file,
+)
+from vllm_ascend_balance.scheduler import admission_cap
+
+logger = init_logger(__name__)
+
+#: The token every request "generates" (any id below the vocabulary size
+#: that is not EOS; requests also set ``ignore_eos``).
+SAMPLED_TOKEN_ID = 1000
+#: The one KV cache layer the executor declares (its name is never checked
+#: against a model: there is none).
+KV_LAYER = "model.layers.0.self_attn.attn"
+KV_BLOCK_SIZE = 16
+#: A gap between two forward passes longer than this (wall seconds, beyond
+#: the step's budget) is the engine idling between waves, not loop overhead.
+IDLE_GAP_S = 0.05
+#: Columns of the per-step all-gather row.
+_COST_US, _PREFILL, _DECODE, _RUNNING = range(4)
+_ROW = 4
+
+
+@dataclass
+class _RequestProgress:
+    """What the executor knows of a scheduled request: its prompt length and
+    how many tokens it has sampled for it (both in tokens)."""
+
+    prompt_len: int
+    sampled: int = 0
+
+
+@dataclass
+class _Batch:
+    """One rank's scheduled work this step, as the cost model sees it."""
+
+    prefill_tokens: int = 0
+    decode_requests: int = 0
+    decode_context_tokens: int = 0
+    new_requests: int = 0
+
+
+def _done(value: Any) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+class CostModelExecutor(Executor):
+    """Executor for ``vllm-ascend-balance replay`` (see the module docstring).
+
+    Settings come from ``additional_config["balance_replay"]``
+    (:class:`~vllm_ascend_balance.replay.costmodel.ReplaySettings`).
+    """
+
+    uses_ray = False
+    supports_pp = False
+
+    # ------------------------------------------------------------------ setup
+    def _init_executor(self) -> None:
+        self.settings = ReplaySettings.from_vllm_config(self.vllm_config)
+        parallel = self.parallel_config
+        self.dp_rank: int = parallel.data_parallel_rank
+        self.dp_size: int = parallel.data_parallel_size
+        self.recorder = RankRecorder(
+            rank_file(self.settings.run_dir, self.dp_rank), self.dp_rank
+        )
+        self.scheduler: Any = None
+        install_recording_scheduler(self.vllm_config, self)
+        self._requests: dict[str, _RequestProgress] = {}
+        self._pending: ModelRunnerOutput | None = None
+        self._step = 0
+        self._prev_end: float | None = None
+        self._unknown_rpcs: set[str] = set()
+        self._group: Any = None
+        if self.dp_size > 1:
+            self._group = self._init_lockstep_group()
+        self._rows = [
+            torch.zeros(1, _ROW, dtype=torch.int64) for _ in range(self.dp_size)
+        ]
+
+    def _init_lockstep_group(self) -> Any:
+        """A gloo group of the DP ranks' executors on the loopback port the
+        front-end chose (rank 0 hosts the store). Separate from the engines'
+        ``dp_group`` so the lock step never interleaves with vLLM's own or the
+        balance collectives on that group."""
+        kwargs: dict[str, Any] = {}
+        params = inspect.signature(stateless_init_torch_distributed_process_group)
+        if "timeout" in params.parameters:
+            kwargs["timeout"] = timedelta(seconds=self.settings.lockstep_timeout_s)
+        return stateless_init_torch_distributed_process_group(
+            "127.0.0.1",
+            self.settings.lockstep_port,
+            self.dp_rank,
+            self.dp_size,
+            backend="gloo",
+            **kwargs,
+        )
+
+    def attach_scheduler(self, scheduler: Any) -> None:
+        """Called by the recording scheduler once vLLM has built it."""
+        self.scheduler = scheduler
+        self.recorder.write(
+            "start",
+            scheduler=type(scheduler).__name__,
+            mro=[c.__name__ for c in type(scheduler).__mro__[:6]],
+            cap=admission_cap(scheduler),
+            dp_size=self.dp_size,
+        )
+
+    # ------------------------------------------------------------- RPC surface
+    def _kv_spec(self) -> FullAttentionSpec:
+        return FullAttentionSpec(
+            block_size=KV_BLOCK_SIZE, num_kv_heads=1, head_size=8, dtype=torch.float32
+        )
+
+    def _rpc_handlers(self) -> dict[str, Callable[..., Any]]:
+        """Worker methods answered here (names as in ``WorkerBase`` and the
+        GPU worker). Each returns the value of one worker."""
+
+        def kv_cache_layouts() -> list[str]:
+            from vllm.v1.kv_cache_layout import KVCacheLayout  # newer releases
+
+            return [layout.name for layout in KVCacheLayout]
+
+        return {
+            "get_kv_cache_spec": lambda: {KV_LAYER: self._kv_spec()},
+            "determine_available_memory": lambda: (
+                self._kv_spec().page_size_bytes
+                * (self.settings.kv_cache_tokens // KV_BLOCK_SIZE + 1)
+            ),
+            "compile_or_warm_up_model": lambda: CompilationTimes(0.0, 0.0),
+            "get_supported_tasks": lambda: ("generate",),
+            "get_supported_kv_cache_layouts": kv_cache_layouts,
+            "execute_dummy_batch": self._dummy_batch,
+            "take_draft_token_ids": lambda: None,
+            "check_health": lambda: None,
+            "shutdown": self._shutdown_once,
+        }
+
+    def collective_rpc(
+        self,
+        method: str | Callable,
+        timeout: float | None = None,
+        args: tuple = (),
+        kwargs: dict | None = None,
+        non_block: bool = False,
+    ) -> Any:
+        name = method if isinstance(method, str) else getattr(method, "__name__", "?")
+        handler = self._rpc_handlers().get(name)
+        if handler is None:
+            # e.g. initialize_from_config, reset_mm_cache, update_max_model_len:
+            # there is no worker state to change.
+            if name not in self._unknown_rpcs:
+                self._unknown_rpcs.add(name)
+                logger.debug("replay executor: no-op worker RPC %s", name)
+            result = [None]
+        else:
+            takes_args = bool(inspect.signature(handler).parameters)
+            value = handler(*args, **(kwargs or {})) if takes_args else handler()
+            result = [value]
+        return _done(result) if non_block else result
+
+    def check_health(self) -> None:
+        return
+
+    def execute_model(
+        self, scheduler_output: SchedulerOutput, non_block: bool = False
+    ) -> Any:
+        """Phase 1: account the batch, run the lock-step collective and pace
+        the step (only when tokens are scheduled, as a model runner returns
+        early on an empty batch); returns ``None`` so that vLLM calls
+        :meth:`sample_tokens`."""
+        batch, req_ids, sampled = self._account(scheduler_output)
+        if scheduler_output.total_num_scheduled_tokens > 0:
+            self._forward(batch, dummy=False)
+        self._pending = ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+        )
+        return _done(None) if non_block else None
+
+    def sample_tokens(self, grammar_output: Any, non_block: bool = False) -> Any:
+        """Phase 2: the tokens prepared by :meth:`execute_model`."""
+        output = self._pending or ModelRunnerOutput(req_ids=[], req_id_to_index={})
+        self._pending = None
+        return _done(output) if non_block else output
+
+    def execute_dummy_batch(self) -> None:
+        self._dummy_batch()
+
+    def take_draft_token_ids(self) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        self._shutdown_once()
+
+    # ------------------------------------------------------------- modelling
+    def _account(
+        self, so: SchedulerOutput
+    ) -> tuple[_Batch, list[str], list[list[int]]]:
+        """Update request progress from ``so`` and decide what is sampled.
+
+        A request decodes when it was scheduled exactly the one token after
+        everything it knows (prompt + sampled), with at least one sampled;
+        anything else is prefill (first prefill, a chunk, or a recompute after
+        preemption). It samples when the step completes all its known tokens.
+        """
+        for req_id in so.finished_req_ids:
+            self._requests.pop(req_id, None)
+        computed: dict[str, int] = {}
+        batch = _Batch(new_requests=len(so.scheduled_new_reqs))
+        for new in so.scheduled_new_reqs:
+            prompt = new.prompt_token_ids
+            prompt_len = len(prompt) if prompt is not None else 0
+            self._requests[new.req_id] = _RequestProgress(prompt_len)
+            computed[new.req_id] = new.num_computed_tokens
+        cached = so.scheduled_cached_reqs
+        for req_id, num_computed in zip(
+            cached.req_ids, cached.num_computed_tokens, strict=True
+        ):
+            computed[req_id] = num_computed
+        req_ids: list[str] = []
+        sampled: list[list[int]] = []
+        for req_id, num_tokens in so.num_scheduled_tokens.items():
+            progress = self._requests.setdefault(req_id, _RequestProgress(0))
+            done_before = computed.get(req_id, 0)
+            known = progress.prompt_len + progress.sampled
+            if num_tokens == 1 and progress.sampled > 0 and done_before == known - 1:
+                batch.decode_requests += 1
+                batch.decode_context_tokens += done_before + 1
+            else:
+                batch.prefill_tokens += num_tokens
+            req_ids.append(req_id)
+            if done_before + num_tokens >= known:
+                progress.sampled += 1
+                sampled.append([SAMPLED_TOKEN_ID])
+            else:
+                sampled.append([])  # prefill still in progress: sample nothing
+        return batch, req_ids, sampled
+
+    def _dummy_batch(self) -> None:
+        self._forward(_Batch(), dummy=True)
+
+    def _scheduler_state(self) -> tuple[int, int, bool, int]:
+        sched = self.scheduler
+        if sched is None:
+            return 0, 0, False, 0
+        return (
+            len(sched.running),
+            len(sched.waiting),
+            bool(getattr(sched, "balance_frozen", False)),
+            int(getattr(sched, "balance_gathers", 0)),
+        )
+
+    def _forward(self, batch: _Batch, *, dummy: bool) -> None:
+        """One forward pass: lock-step all-gather of every rank's batch,
+        then sleep so the step lasts ``max cost * time_scale`` wall seconds.
+
+        Pacing: back-to-back steps are paced from the previous step's end, so
+        the engine loop's own overhead (scheduling, outputs, collectives) is
+        absorbed into the modeled time while it is smaller than the budget;
+        what exceeds it is recorded as ``over``.
+        """
+        t0 = time.monotonic()
+        cost = self.settings.cost
+        cost_ms = cost.rank_cost_ms(
+            batch.prefill_tokens, batch.decode_requests, batch.decode_context_tokens
+        )
+        running, waiting, frozen, gathers = self._scheduler_state()
+        row = torch.tensor(
+            [
+                [
+                    round(cost_ms * 1000),
+                    batch.prefill_tokens,
+                    batch.decode_requests,
+                    running,
+                ]
+            ],
+            dtype=torch.int64,
+        )
+        if self._group is not None:
+            dist.all_gather(self._rows, row, group=self._group)
+            table = torch.cat(self._rows)
+        else:
+            table = row
+        slowest = int(torch.argmax(table[:, _COST_US]))
+        step_ms = int(table[slowest, _COST_US]) / 1000.0
+        mixed = bool(table[slowest, _PREFILL] > 0 and table[slowest, _DECODE] > 0)
+
+        budget = step_ms / 1000.0 * self.settings.time_scale
+        now = time.monotonic()
+        prev = self._prev_end
+        overrun = 0.0
+        if prev is not None and t0 - prev <= budget + IDLE_GAP_S:
+            deadline = prev + budget
+            overrun = max(0.0, now - deadline)
+        else:
+            deadline = t0 + budget
+        if deadline > now:
+            time.sleep(deadline - now)
+        end = max(deadline, time.monotonic())
+        self._prev_end = end
+        self.recorder.write(
+            "step",
+            step=self._step,
+            t0=t0,
+            t1=end,
+            cost_ms=round(cost_ms, 3),
+            step_ms=step_ms,
+            slow=slowest,
+            mixed=mixed,
+            run=running,
+            wait=waiting,
+            pf=batch.prefill_tokens,
+            dec=batch.decode_requests,
+            new=batch.new_requests,
+            frozen=frozen,
+            gathers=gathers,
+            dummy=dummy,
+            over=round(overrun, 6),
+        )
+        self._step += 1
+
+    def _shutdown_once(self) -> None:
+        if getattr(self, "_shut_down", False):
+            return
+        self._shut_down = True
+        sched = self.scheduler
+        self.recorder.write(
+            "final",
+            steps=self._step,
+            gathers=int(getattr(sched, "balance_gathers", 0)),
+            frozen_gathers=int(getattr(sched, "balance_frozen_gathers", 0)),
+        )
+        self.recorder.close()
+        if self._group is not None:
+            group, self._group = self._group, None
+            try:
+                stateless_destroy_torch_distributed_process_group(group)
+            except Exception:  # shutting down: the peers may be gone already
+                logger.debug("replay executor: lock-step group teardown failed")
+
+    @classmethod
+    def supports_async_scheduling(cls) -> bool:
+        # The CPU platform turns async scheduling off anyway; the two-phase
+        # execute/sample above is the synchronous protocol.
+        return False

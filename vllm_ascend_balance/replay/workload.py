@@ -1,0 +1,402 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Replay input: trace readers, the built-in workload, selection and checks.
+
+Formats (``--trace FILE``; chosen by the file's first line):
+
+- Azure LLM inference trace CSV (Azure Public Dataset, e.g.
+  ``AzureLLMInferenceTrace_conv.csv``): header
+  ``TIMESTAMP,ContextTokens,GeneratedTokens`` (any column order), one request
+  per row; ``TIMESTAMP`` is ``YYYY-MM-DD HH:MM:SS[.fffffff]``, rows in
+  non-decreasing time order. Arrival = seconds since the first row.
+- JSONL: one JSON object per line, blank lines ignored::
+
+      {"arrival_s": 0.25, "prompt_tokens": 812, "output_tokens": 64}
+      {"arrival_s": 0.30, "prompt_tokens": 90, "output_tokens": 300, "rank": 1}
+
+  ``arrival_s`` (seconds from the start, non-decreasing), ``prompt_tokens``
+  (>= 1) and ``output_tokens`` (>= 1) are required; ``rank`` (optional)
+  pins the request to a DP rank (``AsyncLLM.generate(data_parallel_rank=)``),
+  otherwise vLLM's DP load balancer chooses.
+
+Every reader error is a :class:`WorkloadError` whose message names the file
+and line and says what is wrong, in one line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from vllm.logger import init_logger
+
+logger = init_logger(__name__)
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+AZURE_ATTRIBUTION = (
+    "Trace: Azure LLM inference trace 2023 (Azure Public Dataset; Patel et al., "
+    '"Splitwise: Efficient generative LLM inference using phase splitting", '
+    "ISCA 2024), licensed CC-BY 4.0."
+)
+
+
+class WorkloadError(ValueError):
+    """Bad replay input; the message is one line naming file and line."""
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """One request to replay.
+
+    Attributes:
+        index: position in the selected workload (0-based).
+        arrival_s: modeled seconds after the start of the replay.
+        prompt_tokens: prompt length in tokens (>= 1).
+        output_tokens: tokens to generate (>= 1; generation ignores EOS).
+        rank: DP rank to pin the request to, or None for vLLM's balancer.
+        origin: ``file:line`` (or ``builtin``) for messages.
+    """
+
+    index: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    rank: int | None = None
+    origin: str = "builtin"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A selected, checked workload and where it came from."""
+
+    requests: list[ReplayRequest]
+    source: str
+    kind: str  # "builtin", "azure-csv" or "jsonl"
+    clipped: int = 0
+
+    @property
+    def attribution(self) -> str | None:
+        return AZURE_ATTRIBUTION if self.kind == "azure-csv" else None
+
+    def summary(self) -> dict[str, Any]:
+        reqs = self.requests
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "requests": len(reqs),
+            "span_s": round(reqs[-1].arrival_s - reqs[0].arrival_s, 3) if reqs else 0,
+            "prompt_tokens": sum(r.prompt_tokens for r in reqs),
+            "output_tokens": sum(r.output_tokens for r in reqs),
+            "pinned_to_ranks": sum(r.rank is not None for r in reqs),
+            "clipped": self.clipped,
+        }
+
+
+# ------------------------------------------------------------------ readers
+def _int_field(value: Any, name: str, where: str) -> int:
+    if isinstance(value, bool):
+        raise WorkloadError(f"{where}: {name} must be an integer, got {value!r}")
+    try:
+        number = int(value) if isinstance(value, int) else int(str(value).strip())
+    except (TypeError, ValueError):
+        raise WorkloadError(
+            f"{where}: {name} must be an integer, got {value!r}"
+        ) from None
+    if number < 0:
+        raise WorkloadError(f"{where}: {name} must not be negative, got {number}")
+    return number
+
+
+def _parse_timestamp(text: str, where: str) -> datetime:
+    """``YYYY-MM-DD HH:MM:SS[.f...]`` with any number of fractional digits
+    (the Azure trace has 7, more than ``datetime`` parses)."""
+    raw = text.strip()
+    base, _, frac = raw.partition(".")
+    try:
+        stamp = datetime.strptime(base, "%Y-%m-%d %H:%M:%S")
+        if frac:
+            if not frac.isdigit():
+                raise ValueError
+            micro = round(int(frac) / 10 ** len(frac) * 1e6)
+            stamp = stamp.replace(microsecond=min(micro, 999_999))
+    except ValueError:
+        raise WorkloadError(
+            f"{where}: TIMESTAMP must look like 2023-11-16 18:15:46.6805900, "
+            f"got {raw!r}"
+        ) from None
+    return stamp
+
+
+def read_azure_csv(path: Path) -> Iterator[ReplayRequest]:
+    """Rows of an Azure LLM inference trace CSV, arrivals relative to the
+    first row. Raises :class:`WorkloadError` on a malformed row."""
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            raise WorkloadError(f"{path}:1: empty file")
+        header = [h.strip() for h in header]
+        missing = [c for c in AZURE_COLUMNS if c not in header]
+        if missing:
+            raise WorkloadError(
+                f"{path}:1: header lacks column(s) {', '.join(missing)} "
+                f"(need {','.join(AZURE_COLUMNS)})"
+            )
+        cols = {name: header.index(name) for name in AZURE_COLUMNS}
+        first: datetime | None = None
+        previous: datetime | None = None
+        index = 0
+        for row in reader:
+            line = reader.line_num
+            where = f"{path}:{line}"
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            if len(row) < len(header):
+                raise WorkloadError(
+                    f"{where}: {len(row)} column(s), expected {len(header)} "
+                    f"({','.join(header)})"
+                )
+            stamp = _parse_timestamp(row[cols["TIMESTAMP"]], where)
+            prompt = _int_field(row[cols["ContextTokens"]], "ContextTokens", where)
+            output = _int_field(row[cols["GeneratedTokens"]], "GeneratedTokens", where)
+            if previous is not None and stamp < previous:
+                raise WorkloadError(
+                    f"{where}: TIMESTAMP {row[cols['TIMESTAMP']].strip()} is earlier "
+                    f"than the previous row's (rows must be in time order)"
+                )
+            first = first or stamp
+            previous = stamp
+            yield ReplayRequest(
+                index, (stamp - first).total_seconds(), prompt, output, None, where
+            )
+            index += 1
+
+
+def read_jsonl(path: Path) -> Iterator[ReplayRequest]:
+    """Requests of a JSONL workload (format in the module docstring)."""
+    previous = -math.inf
+    index = 0
+    with path.open() as f:
+        for line_no, line in enumerate(f, start=1):
+            where = f"{path}:{line_no}"
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise WorkloadError(f"{where}: expected a JSON object")
+            for key in ("arrival_s", "prompt_tokens", "output_tokens"):
+                if key not in obj:
+                    raise WorkloadError(f"{where}: missing field {key!r}")
+            arrival = obj["arrival_s"]
+            if isinstance(arrival, bool) or not isinstance(arrival, int | float):
+                raise WorkloadError(
+                    f"{where}: arrival_s must be a number, got {arrival!r}"
+                )
+            if not math.isfinite(arrival) or arrival < 0:
+                raise WorkloadError(
+                    f"{where}: arrival_s must be a finite number >= 0, got {arrival}"
+                )
+            if arrival < previous:
+                raise WorkloadError(
+                    f"{where}: arrival_s {arrival} is earlier than the previous "
+                    f"line's {previous} (lines must be in time order)"
+                )
+            previous = arrival
+            prompt = _int_field(obj["prompt_tokens"], "prompt_tokens", where)
+            output = _int_field(obj["output_tokens"], "output_tokens", where)
+            rank = obj.get("rank")
+            if rank is not None:
+                rank = _int_field(rank, "rank", where)
+            yield ReplayRequest(index, float(arrival), prompt, output, rank, where)
+            index += 1
+
+
+def sniff_kind(path: Path) -> str:
+    """``"azure-csv"`` or ``"jsonl"`` from the first non-blank line."""
+    try:
+        with path.open() as f:
+            for line in f:
+                if line.strip():
+                    return "jsonl" if line.lstrip().startswith("{") else "azure-csv"
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{path}: not a text file") from None
+    raise WorkloadError(f"{path}: empty file")
+
+
+def read_trace(path: Path) -> tuple[str, Iterator[ReplayRequest]]:
+    """``(kind, requests)`` of a trace file in either format."""
+    kind = sniff_kind(path)
+    return kind, (read_jsonl(path) if kind == "jsonl" else read_azure_csv(path))
+
+
+# ------------------------------------------------------------------ built-in
+def builtin_requests(
+    seed: int = 0, num_bursts: int = 5, burst: tuple[int, int] = (40, 56)
+) -> list[ReplayRequest]:
+    """A seeded bursty mix that unbalances DP ranks.
+
+    ``num_bursts`` bursts, 8-12 modeled seconds apart, each of 20-28
+    requests arriving within ~0.5 s; 70% short chat turns (prompt 100-600,
+    output 16-96 tokens) and 30% long ones (prompt 1,000-3,000, output
+    200-480): a rank that happens to take several long requests stays near
+    its cap for many steps while the others drain.
+    """
+    rng = random.Random(seed)
+    out: list[ReplayRequest] = []
+    t = 0.0
+    for _ in range(num_bursts):
+        for _ in range(rng.randint(*burst)):
+            arrival = t + rng.uniform(0.0, 0.5)
+            if rng.random() < 0.3:
+                prompt, output = rng.randint(1000, 3000), rng.randint(200, 480)
+            else:
+                prompt, output = rng.randint(100, 600), rng.randint(16, 96)
+            out.append(ReplayRequest(0, arrival, prompt, output))
+        t += rng.uniform(10.0, 14.0)
+    out.sort(key=lambda r: r.arrival_s)
+    return [replace(r, index=i) for i, r in enumerate(out)]
+
+
+# ------------------------------------------------------------------ selection
+def select(
+    requests: Iterable[ReplayRequest],
+    *,
+    start_s: float = 0.0,
+    duration_s: float | None = None,
+    limit: int | None = None,
+    rate_scale: float = 1.0,
+) -> list[ReplayRequest]:
+    """Requests arriving in ``[start_s, start_s + duration_s)`` (seconds of
+    the source's time), at most ``limit`` of them, with arrivals re-based to
+    the first selected one and divided by ``rate_scale`` (2 = twice the
+    request rate). Reading stops early once past the window or limit, so a
+    slice of a large trace does not read (or validate) the rest."""
+    if rate_scale <= 0:
+        raise WorkloadError(f"--rate-scale must be > 0, got {rate_scale}")
+    end = math.inf if duration_s is None else start_s + duration_s
+    chosen: list[ReplayRequest] = []
+    if limit is not None and limit < 1:
+        raise WorkloadError(f"--limit must be >= 1, got {limit}")
+    for req in requests:
+        if req.arrival_s < start_s:
+            continue
+        if req.arrival_s >= end:
+            break
+        chosen.append(req)
+        if limit is not None and len(chosen) >= limit:
+            break  # before reading (and validating) the next row
+    if not chosen:
+        return []
+    t0 = chosen[0].arrival_s
+    return [
+        replace(r, index=i, arrival_s=(r.arrival_s - t0) / rate_scale)
+        for i, r in enumerate(chosen)
+    ]
+
+
+def check_lengths(
+    requests: list[ReplayRequest], max_model_len: int, dp_size: int, clip: bool
+) -> tuple[list[ReplayRequest], int]:
+    """Check every request fits the model and the deployment.
+
+    A request needs ``prompt_tokens + output_tokens <= max_model_len`` (vLLM
+    stops a request at the model length, so its output would be short), and
+    both counts >= 1. With ``clip``, too-long requests are shortened (output
+    first kept, prompt cut to fit, at least 1 token each) and counted;
+    zero counts are raised to 1 and counted too.
+
+    Returns:
+        ``(requests, number clipped)``.
+
+    Raises:
+        WorkloadError: without ``clip``, the count of requests that do not
+            fit (and the longest); a pinned ``rank`` outside ``0..dp_size-1``.
+    """
+    out: list[ReplayRequest] = []
+    too_long = [
+        r
+        for r in requests
+        if r.prompt_tokens + r.output_tokens > max_model_len
+        or r.prompt_tokens < 1
+        or r.output_tokens < 1
+    ]
+    for r in requests:
+        if r.rank is not None and r.rank >= dp_size:
+            raise WorkloadError(
+                f"{r.origin}: rank {r.rank} is outside the DP ranks 0..{dp_size - 1}"
+            )
+    if too_long and not clip:
+        longest = max(too_long, key=lambda r: r.prompt_tokens + r.output_tokens)
+        zero = sum(r.prompt_tokens < 1 or r.output_tokens < 1 for r in too_long)
+        raise WorkloadError(
+            f"{len(too_long)} request(s) do not fit: prompt + output must be "
+            f"<= --max-model-len {max_model_len} and both >= 1 ({zero} with a "
+            f"zero count; longest {longest.prompt_tokens}+{longest.output_tokens} "
+            f"at {longest.origin}); raise --max-model-len or pass --clip"
+        )
+    bad = {id(r) for r in too_long}
+    for r in requests:
+        if id(r) in bad:
+            output = max(1, min(r.output_tokens, max_model_len - 1))
+            prompt = max(1, min(r.prompt_tokens, max_model_len - output))
+            r = replace(r, prompt_tokens=prompt, output_tokens=output)
+        out.append(r)
+    return out, len(too_long)
+
+
+def load_workload(
+    trace: str | None,
+    *,
+    seed: int,
+    start_s: float,
+    duration_s: float | None,
+    limit: int | None,
+    rate_scale: float,
+    max_model_len: int,
+    dp_size: int,
+    clip: bool,
+) -> Workload:
+    """Read (or build), select and check the replay input.
+
+    Raises:
+        WorkloadError: unreadable or malformed input, an empty selection, or
+            requests that do not fit (see :func:`check_lengths`).
+    """
+    if trace is None:
+        kind, source = "builtin", f"built-in bursty mix (seed {seed})"
+        requests: Iterable[ReplayRequest] = builtin_requests(seed)
+    else:
+        path = Path(trace)
+        if not path.is_file():
+            raise WorkloadError(f"{path}: no such file")
+        kind, requests = read_trace(path)
+        source = str(path)
+    chosen = select(
+        requests,
+        start_s=start_s,
+        duration_s=duration_s,
+        limit=limit,
+        rate_scale=rate_scale,
+    )
+    if not chosen:
+        window = f"from {start_s:g} s" + (
+            f" for {duration_s:g} s" if duration_s is not None else ""
+        )
+        raise WorkloadError(
+            f"{source}: the selection is empty (no request arrives {window}"
+            + (f", limit {limit}" if limit is not None else "")
+            + ")"
+        )
+    checked, clipped = check_lengths(chosen, max_model_len, dp_size, clip)
+    return Workload(checked, source, kind, clipped)
