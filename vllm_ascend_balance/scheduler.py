@@ -55,6 +55,7 @@ class BalanceSchedulerMixin:
     balance_frozen: bool = False
     balance_gathers: int = 0
     balance_frozen_gathers: int = 0
+    _balance_slots: list[torch.Tensor]
     _balance_next_seam: ClassVar[Callable[[Any], bool]]
 
     def balance_gather(self) -> None:
@@ -71,8 +72,11 @@ class BalanceSchedulerMixin:
         gathered = self.balance_gathered
         if gathered is None or gathered.numel() != size:
             gathered = self.balance_gathered = torch.zeros(size, dtype=torch.int64)
+            self._balance_slots = list(gathered.split(1))
         local = torch.tensor([len(self.running)], dtype=torch.int64)  # type: ignore[attr-defined]
-        dist.all_gather_into_tensor(gathered, local, group=group)
+        # The list form (as vllm-ascend uses) works on gloo and HCCL alike and
+        # is not deprecated; the slots are views, so one max() reads them all.
+        dist.all_gather(self._balance_slots, local, group=group)
         self.balance_frozen = int(gathered.max()) == admission_cap(self)
         self.balance_gathers += 1
         self.balance_frozen_gathers += self.balance_frozen

@@ -1,0 +1,520 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Configuration and conditional activation, on real ``VllmConfig`` objects.
+
+- :mod:`vllm_ascend_balance.config`: the setting is a JSON boolean (anything
+  else is a one-line ``BalanceConfigError`` naming the setting and the fix),
+  the legacy key works with a deprecation warning, contradicting keys are
+  refused, PD-disaggregated ``kv_role`` is refused.
+- :func:`~vllm_ascend_balance.activation.plan_activation`: refuses a vLLM
+  without the seam, a ``scheduler_cls`` that is not a ``Scheduler``, and
+  vllm-ascend's own balance patch loaded at the same time; DP size 1 and
+  dense models get a note and nothing is activated.
+- :func:`~vllm_ascend_balance.activation.run_engine_core`: with balance off
+  the engine class and scheduler class are upstream's; with balance on they
+  are the hooked engine and the mixin composed onto ``Scheduler``,
+  ``AsyncScheduler`` or a custom ``scheduler_cls``. Upstream's
+  ``run_engine_core`` is replaced by a recorder (``monkeypatch`` on
+  ``activation._UPSTREAM_RUN_ENGINE_CORE``) so no engine starts; it records
+  the module-level ``DPEngineCoreProc`` and the scheduler class the engine
+  would build.
+- :func:`~vllm_ascend_balance.activation.register`: idempotent, reachable
+  through vLLM's own plugin loader, and the installed ``run_engine_core``
+  pickles by name to the package's function, in a spawned child too.
+
+Mocking: ``vllm_ascend`` cannot be installed here (it needs Ascend NPUs), so
+its modules (``AscendConfig``, its balance patch) are stand-in modules put in
+``sys.modules``; everything else is real vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import pickle
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import vllm.v1.core.sched.scheduler as sched_mod
+import vllm.v1.engine.core as engine_core_mod
+from vllm.config import KVTransferConfig, ModelConfig
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.interface import SchedulerInterface
+from vllm.v1.core.sched.scheduler import Scheduler
+
+from tests.support.vllm_objects import make_vllm_config
+from vllm_ascend_balance import activation, config
+from vllm_ascend_balance.config import (
+    ENABLE_EXAMPLE,
+    LEGACY_SETTING,
+    SETTING,
+    BalanceConfigError,
+    read_balance_setting,
+)
+from vllm_ascend_balance.engine import BalanceEngineHookMixin
+from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
+
+UPSTREAM_ENGINE = activation._UPSTREAM_DP_ENGINE
+UPSTREAM_RUN = activation._UPSTREAM_RUN_ENGINE_CORE
+ON = {"scheduler_config": {"enable_balance_scheduling": True}}
+OFF = {"scheduler_config": {"enable_balance_scheduling": False}}
+
+
+class CustomScheduler(Scheduler):
+    """A ``scheduler_cls`` of the kind vllm-ascend ships."""
+
+
+class InterfaceOnlyScheduler(SchedulerInterface):  # type: ignore[misc]
+    """Implements the interface, not a ``Scheduler``: no seam to override."""
+
+
+def vllm_config(additional: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    kwargs.setdefault("data_parallel_size", 2)
+    return make_vllm_config(additional_config=additional, **kwargs)
+
+
+def assert_one_line_error(exc: BaseException, *needles: str) -> None:
+    message = str(exc)
+    assert "\n" not in message, message
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
+@pytest.fixture(autouse=True)
+def _no_vllm_ascend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts without vllm_ascend modules and with upstream's
+    engine class in place (other tests may have activated balance)."""
+    for name in list(sys.modules):
+        if name == "vllm_ascend" or name.startswith("vllm_ascend."):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(engine_core_mod, "DPEngineCoreProc", UPSTREAM_ENGINE)
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Replace upstream's ``run_engine_core`` (the call at the end of ours)
+    by a recorder of what an engine would be built from."""
+    calls: list[dict[str, Any]] = []
+
+    def record(*args: Any, **kwargs: Any) -> str:
+        calls.append(
+            {
+                "args": args,
+                "kwargs": kwargs,
+                "engine_cls": engine_core_mod.DPEngineCoreProc,
+                "scheduler_cls": kwargs[
+                    "vllm_config"
+                ].scheduler_config.get_scheduler_cls(),
+            }
+        )
+        return "upstream ran"
+
+    monkeypatch.setattr(activation, "_UPSTREAM_RUN_ENGINE_CORE", record)
+    return calls
+
+
+# --------------------------------------------------------------------------
+# config
+
+
+def test_default_is_off() -> None:
+    setting = read_balance_setting(vllm_config())
+    assert (setting.enabled, setting.source) == (False, "default")
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_new_key(value: bool) -> None:
+    additional = {"scheduler_config": {"enable_balance_scheduling": value}}
+    setting = read_balance_setting(vllm_config(additional))
+    assert (setting.enabled, setting.source) == (value, SETTING)
+
+
+@pytest.mark.parametrize("value", ["true", "yes", 1, 0, 1.0, [], {}])
+@pytest.mark.parametrize("key", [SETTING, LEGACY_SETTING])
+def test_non_boolean_is_a_one_line_error(value: Any, key: str) -> None:
+    if key == SETTING:
+        additional = {"scheduler_config": {"enable_balance_scheduling": value}}
+    else:
+        additional = {"enable_balance_scheduling": value}
+    cfg = vllm_config(additional)
+    with pytest.raises(BalanceConfigError) as info:
+        read_balance_setting(cfg)
+    assert_one_line_error(info.value, key, "true or false", ENABLE_EXAMPLE)
+    with pytest.raises(BalanceConfigError):
+        activation.plan_activation(cfg)
+
+
+def test_legacy_key_accepted_with_deprecation_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger=config.__name__):
+        setting = read_balance_setting(vllm_config({"enable_balance_scheduling": True}))
+    assert (setting.enabled, setting.source) == (True, LEGACY_SETTING)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        "deprecated" in m and LEGACY_SETTING in m and SETTING in m for m in warnings
+    ), warnings
+    assert activation.plan_activation(
+        vllm_config({"enable_balance_scheduling": True})
+    ).active
+
+
+@pytest.mark.parametrize(("new", "legacy"), [(True, False), (False, True)])
+def test_conflicting_keys_refused(new: bool, legacy: bool) -> None:
+    additional = {
+        "scheduler_config": {"enable_balance_scheduling": new},
+        "enable_balance_scheduling": legacy,
+    }
+    with pytest.raises(BalanceConfigError) as info:
+        read_balance_setting(vllm_config(additional))
+    assert_one_line_error(info.value, SETTING, LEGACY_SETTING, "remove the deprecated")
+
+
+def test_agreeing_keys_accepted() -> None:
+    additional = dict(ON, enable_balance_scheduling=True)
+    setting = read_balance_setting(vllm_config(additional))
+    assert (setting.enabled, setting.source) == (True, SETTING)
+
+
+def test_scheduler_config_must_be_an_object() -> None:
+    with pytest.raises(BalanceConfigError) as info:
+        read_balance_setting(vllm_config({"scheduler_config": True}))
+    assert_one_line_error(info.value, "additional_config.scheduler_config")
+
+
+@pytest.mark.parametrize("role", ["kv_producer", "kv_consumer"])
+def test_pd_disaggregated_kv_role_refused(role: str) -> None:
+    cfg = vllm_config(ON)
+    cfg.kv_transfer_config = KVTransferConfig(
+        kv_connector="ExampleConnector", kv_role=role
+    )
+    with pytest.raises(BalanceConfigError) as info:
+        activation.plan_activation(cfg)
+    assert_one_line_error(info.value, SETTING, "kv_role", role, "kv_both")
+
+    cfg.additional_config = OFF  # balance off: PD-disaggregated is not our business
+    assert not activation.plan_activation(cfg).requested
+
+
+def test_pd_mixed_kv_role_accepted() -> None:
+    cfg = vllm_config(ON)
+    cfg.kv_transfer_config = KVTransferConfig(
+        kv_connector="ExampleConnector", kv_role="kv_both"
+    )
+    assert activation.plan_activation(cfg).active
+
+
+def _fake_ascend_config(
+    monkeypatch: pytest.MonkeyPatch, get_ascend_config: Any
+) -> None:
+    package = types.ModuleType("vllm_ascend")
+    module = types.ModuleType("vllm_ascend.ascend_config")
+    module.get_ascend_config = get_ascend_config  # type: ignore[attr-defined]
+    package.ascend_config = module  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm_ascend", package)
+    monkeypatch.setitem(sys.modules, "vllm_ascend.ascend_config", module)
+
+
+def test_ascend_config_is_read_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    ascend = types.SimpleNamespace(
+        scheduler_config=types.SimpleNamespace(enable_balance_scheduling=True)
+    )
+    _fake_ascend_config(monkeypatch, lambda: ascend)
+    setting = read_balance_setting(vllm_config(OFF))
+    assert (setting.enabled, setting.source) == (True, "AscendConfig")
+
+    ascend.scheduler_config.enable_balance_scheduling = "on"
+    with pytest.raises(BalanceConfigError) as info:
+        read_balance_setting(vllm_config(OFF))
+    assert_one_line_error(info.value, "AscendConfig", "true or false")
+
+
+def test_uninitialised_ascend_config_falls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def not_ready() -> Any:
+        raise RuntimeError("AscendConfig is not initialised")
+
+    _fake_ascend_config(monkeypatch, not_ready)
+    setting = read_balance_setting(vllm_config(ON))
+    assert (setting.enabled, setting.source) == (True, SETTING)
+
+
+# --------------------------------------------------------------------------
+# plan_activation
+
+
+def test_enabled_dp_moe_activates() -> None:
+    plan = activation.plan_activation(vllm_config(ON))
+    assert plan.requested and plan.active
+    assert plan.scheduler_cls is Scheduler
+
+
+def test_seam_missing_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(Scheduler, SEAM)
+    assert not activation.has_seam()
+    with pytest.raises(BalanceConfigError) as info:
+        activation.plan_activation(vllm_config(ON))
+    assert_one_line_error(info.value, SETTING, SEAM, "upstream_patch/")
+    # Balance off needs no seam.
+    assert not activation.plan_activation(vllm_config(OFF)).active
+
+
+def test_non_scheduler_scheduler_cls_refused() -> None:
+    cfg = vllm_config(ON)
+    cfg.scheduler_config.scheduler_cls = InterfaceOnlyScheduler
+    with pytest.raises(BalanceConfigError) as info:
+        activation.plan_activation(cfg)
+    assert_one_line_error(info.value, SETTING, "scheduler_cls", "Scheduler subclass")
+
+
+def test_vllm_ascend_balance_patch_loaded_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    patch_module = types.ModuleType(activation.ASCEND_BALANCE_PATCH)
+    monkeypatch.setitem(sys.modules, activation.ASCEND_BALANCE_PATCH, patch_module)
+    with pytest.raises(BalanceConfigError) as info:
+        activation.plan_activation(vllm_config(ON))
+    assert_one_line_error(
+        info.value, SETTING, activation.ASCEND_BALANCE_PATCH, "deadlock"
+    )
+    assert not activation.plan_activation(vllm_config(OFF)).active
+
+
+def test_vllm_ascend_scheduler_swap_detected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm-ascend's patch swaps the module-level ``Scheduler`` name."""
+    ascend_scheduler = type(
+        "BalanceScheduler", (Scheduler,), {"__module__": "vllm_ascend.patch.x"}
+    )
+    monkeypatch.setattr(sched_mod, "Scheduler", ascend_scheduler)
+    with pytest.raises(BalanceConfigError) as info:
+        activation.plan_activation(vllm_config(ON))
+    assert_one_line_error(info.value, "deadlock")
+
+
+def _dense_model_config(tmp_path: Path) -> ModelConfig:
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 4,
+                "vocab_size": 32000,
+                "max_position_embeddings": 4096,
+                "rms_norm_eps": 1e-5,
+                "torch_dtype": "float32",
+            }
+        )
+    )
+    return ModelConfig(
+        model=str(tmp_path),
+        skip_tokenizer_init=True,
+        max_model_len=4096,
+        dtype="float32",
+    )
+
+
+@pytest.mark.parametrize("case", ["dp1", "dense"])
+def test_no_effect_warns_and_activates_nothing(
+    case: str,
+    tmp_path: Path,
+    recorder: list[dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    if case == "dp1":
+        cfg = vllm_config(ON, data_parallel_size=1)
+        expected = "data_parallel_size=1"
+    else:
+        cfg = vllm_config(ON)
+        cfg.model_config = _dense_model_config(tmp_path)
+        assert not cfg.model_config.is_moe
+        expected = "non-MoE"
+    plan = activation.plan_activation(cfg)
+    assert plan.requested and not plan.active
+    assert any(expected in note for note in plan.notes), plan.notes
+
+    with caplog.at_level(logging.WARNING, logger=activation.__name__):
+        activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
+    assert any(
+        r.levelno == logging.WARNING and expected in r.getMessage()
+        for r in caplog.records
+    )
+    (call,) = recorder
+    assert call["engine_cls"] is UPSTREAM_ENGINE
+    assert call["scheduler_cls"] is Scheduler
+    assert cfg.scheduler_config.scheduler_cls in (None, Scheduler)
+
+
+# --------------------------------------------------------------------------
+# run_engine_core
+
+
+def test_disabled_leaves_vllm_untouched(
+    monkeypatch: pytest.MonkeyPatch, recorder: list[dict[str, Any]]
+) -> None:
+    # A composed engine class left over in this process is put back too.
+    monkeypatch.setattr(
+        engine_core_mod, "DPEngineCoreProc", activation.compose_engine(UPSTREAM_ENGINE)
+    )
+    cfg = vllm_config(OFF)
+    before = cfg.scheduler_config.scheduler_cls
+    result = activation.run_engine_core(
+        "positional", vllm_config=cfg, dp_rank=1, local_dp_rank=1, extra="x"
+    )
+    assert result == "upstream ran"
+    (call,) = recorder
+    assert call["engine_cls"] is UPSTREAM_ENGINE
+    assert engine_core_mod.DPEngineCoreProc is UPSTREAM_ENGINE
+    assert cfg.scheduler_config.scheduler_cls is before
+    assert call["scheduler_cls"] is Scheduler
+    assert call["args"] == ("positional",)
+    assert call["kwargs"] == {
+        "vllm_config": cfg,
+        "dp_rank": 1,
+        "local_dp_rank": 1,
+        "extra": "x",
+    }
+
+
+@pytest.mark.parametrize("base", ["Scheduler", "AsyncScheduler", "custom"])
+def test_enabled_composes_hook_and_mixin(
+    base: str, recorder: list[dict[str, Any]]
+) -> None:
+    cfg = vllm_config(ON)
+    if base == "AsyncScheduler":
+        # vLLM's CPU platform turns async scheduling off; accelerators default
+        # to it, so the scheduler to compose onto is AsyncScheduler.
+        cfg.scheduler_config.async_scheduling = True
+        expected_base: type = AsyncScheduler
+    elif base == "custom":
+        cfg.scheduler_config.scheduler_cls = f"{__name__}.CustomScheduler"
+        expected_base = CustomScheduler
+    else:
+        expected_base = Scheduler
+
+    activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
+    (call,) = recorder
+    engine_cls = call["engine_cls"]
+    assert engine_cls is activation.compose_engine(UPSTREAM_ENGINE)
+    assert engine_cls.__mro__[1:3] == (BalanceEngineHookMixin, UPSTREAM_ENGINE)
+    composed = call["scheduler_cls"]
+    assert composed.__mro__[1:3] == (BalanceSchedulerMixin, expected_base)
+    assert composed is activation.compose_scheduler(expected_base)  # cached
+    assert SEAM not in composed.__dict__  # the seam comes from the mixin only
+
+    # A second engine core in this process gets the very same classes.
+    cfg2 = vllm_config(ON)
+    cfg2.scheduler_config.async_scheduling = cfg.scheduler_config.async_scheduling
+    if base == "custom":
+        cfg2.scheduler_config.scheduler_cls = CustomScheduler
+    activation.run_engine_core(vllm_config=cfg2, dp_rank=1, local_dp_rank=1)
+    assert recorder[1]["engine_cls"] is engine_cls
+    assert recorder[1]["scheduler_cls"] is composed
+
+
+def test_bad_setting_ends_the_engine_process(
+    recorder: list[dict[str, Any]], caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = vllm_config({"scheduler_config": {"enable_balance_scheduling": "true"}})
+    with (
+        caplog.at_level(logging.ERROR, logger=activation.__name__),
+        pytest.raises(SystemExit) as info,
+    ):
+        activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
+    assert info.value.code == 1
+    assert recorder == []
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and SETTING in errors[0] and "\n" not in errors[0]
+
+
+# --------------------------------------------------------------------------
+# register, the plugin entry point, spawn
+
+
+@pytest.fixture
+def clean_engine_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's ``run_engine_core`` and ``create_engine_config`` in place
+    (restored after the test, whatever register() does)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    monkeypatch.setattr(
+        engine_core_mod.EngineCoreProc, "run_engine_core", staticmethod(UPSTREAM_RUN)
+    )
+    original = EngineArgs.create_engine_config
+    while getattr(original, "__vab_checked__", False):
+        original = original.__wrapped__
+    monkeypatch.setattr(EngineArgs, "create_engine_config", original)
+
+
+def _loads(obj: Any) -> Any:
+    return pickle.loads(pickle.dumps(obj))
+
+
+@pytest.mark.usefixtures("clean_engine_core")
+def test_register_is_idempotent() -> None:
+    from vllm.engine.arg_utils import EngineArgs
+
+    assert _loads(engine_core_mod.EngineCoreProc.run_engine_core) is UPSTREAM_RUN
+    activation.register()
+    first = EngineArgs.create_engine_config
+    activation.register()
+    assert engine_core_mod.EngineCoreProc.run_engine_core is activation.run_engine_core
+    assert isinstance(
+        engine_core_mod.EngineCoreProc.__dict__["run_engine_core"], staticmethod
+    )
+    assert EngineArgs.create_engine_config is first  # not wrapped twice
+    assert not getattr(first.__wrapped__, "__vab_checked__", False)
+
+
+@pytest.mark.usefixtures("clean_engine_core")
+def test_vllm_plugin_loader_registers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    import vllm.plugins
+
+    entry_points = importlib.metadata.entry_points(group="vllm.general_plugins")
+    ours = [ep for ep in entry_points if ep.value.startswith("vllm_ascend_balance")]
+    assert [ep.load() for ep in ours] == [activation.register]
+
+    monkeypatch.setattr(vllm.plugins, "plugins_loaded", False)
+    vllm.plugins.load_general_plugins()
+    assert engine_core_mod.EngineCoreProc.run_engine_core is activation.run_engine_core
+
+
+@pytest.mark.usefixtures("clean_engine_core")
+def test_pickled_target_is_ours() -> None:
+    """vLLM starts engines with ``target=EngineCoreProc.run_engine_core``;
+    under spawn the target is pickled by qualified name."""
+    activation.register()
+    data = pickle.dumps(engine_core_mod.EngineCoreProc.run_engine_core)
+    assert b"vllm_ascend_balance.activation" in data
+    assert pickle.loads(data) is activation.run_engine_core
+
+
+def _report_target(target: Any, out_path: str) -> None:
+    Path(out_path).write_text(f"{target.__module__}.{target.__qualname__}")
+
+
+@pytest.mark.usefixtures("clean_engine_core")
+def test_spawned_child_resolves_our_target(tmp_path: Path) -> None:
+    activation.register()
+    out = tmp_path / "target.txt"
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(
+        target=_report_target,
+        args=(engine_core_mod.EngineCoreProc.run_engine_core, str(out)),
+    )
+    proc.start()
+    proc.join(300)  # hang guard only
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    assert proc.exitcode == 0
+    assert out.read_text() == "vllm_ascend_balance.activation.run_engine_core"

@@ -1,0 +1,353 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Gather cadence on real gloo groups across real processes.
+
+N spawned processes (N = 2 and 3) each play one DP rank of an engine core:
+
+- the DP group is vLLM's own: ``ParallelConfig.stateless_init_dp_group()``,
+  as ``DPEngineCoreProc._init_data_parallel`` creates it (the parent builds
+  the ``ParallelConfig`` and hands a copy to every rank, as vLLM's engine
+  launcher does, so all ranks agree on the port);
+- the scheduler is a real ``Scheduler`` / ``AsyncScheduler`` with the balance
+  mixin composed on (``activation.compose_scheduler``), driven with skewed
+  per-rank load so the running counts differ between ranks and over time;
+- the engine is the class activation installs,
+  ``activation.compose_engine(DPEngineCoreProc)``, allocated without its
+  ``__init__`` (no executor, no ZMQ) and given exactly what upstream's
+  ``_has_global_unfinished_reqs`` reads (``dp_group``, ``step_counter``,
+  ``pending_pause``, ``dp_sync_interval`` where the release has it). Calling
+  its ``_has_global_unfinished_reqs`` once per step, as upstream's
+  ``run_busy_loop`` does, runs upstream's cross-rank sync (a real
+  ``all_reduce`` every sync interval) and then our gather.
+
+Each rank counts every collective (wrappers around
+``torch.distributed.all_gather_into_tensor``, ``all_gather`` and
+``all_reduce``). The parent asserts: exactly one gather per step per rank,
+after the upstream all-reduce when there is one, on the injected group, with
+payload ``len(running)``; every rank received the same vector and took the
+same decision, equal to the contract's ``max == cap``; a frozen step admits
+nothing anywhere.
+
+Elastic EP: in the 3-rank run, ranks 0 and 1 switch mid-run to a new 2-rank
+group (as ``reinitialize_distributed`` replaces ``dp_group``) while rank 2
+leaves; the receive buffer follows the new group's size. The 2-rank run then
+swaps in upstream's engine class and scheduler (balance off) and checks that
+no gather happens while upstream's own sync still does.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+
+pytestmark = pytest.mark.multiproc
+
+STEPS = 40  # > 32: upstream's sync all-reduce runs at least once on every lane
+SHRINK_AT = 24  # elastic case: the step from which the smaller group is used
+DISABLED_STEPS = 34
+CAP = 3
+JOIN_TIMEOUT_S = 300  # hang guard only; nothing asserts on durations
+
+
+def _requests_for(rank: int) -> list[tuple[int, int, int]]:
+    """Skewed load: ``(arrival_step, prompt_len, max_tokens)``. Rank 0 gets
+    more than its cap at once (it reaches the cap and freezes everyone),
+    rank 1 a trickle, rank 2 a late burst; outputs of varied lengths make
+    the running counts move."""
+    if rank == 0:
+        return [(0, 8 + 5 * i, 3 + 2 * i) for i in range(5)] + [
+            (12, 12, 6) for _ in range(4)
+        ]
+    if rank == 1:
+        return [(2 * i, 6 + i, 2 + i % 4) for i in range(10)]
+    return [(9, 5 + i, 4 + i) for i in range(6)]
+
+
+class _CollectiveLog:
+    """Wraps the torch.distributed collectives of this process."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        for name in ("all_gather_into_tensor", "all_gather", "all_reduce"):
+            setattr(dist, name, self._wrap(name, getattr(dist, name)))
+
+    def _wrap(self, name: str, real: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            group = kwargs.get("group")
+            payload = None
+            if name == "all_gather_into_tensor" or name == "all_gather":
+                payload = args[1].tolist()
+            self.calls.append({"name": name, "group": group, "payload": payload})
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    def take(self) -> list[dict[str, Any]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def _fake_model_output(scheduler: Any, output: Any) -> Any:
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    req_ids = list(output.num_scheduled_tokens)
+    sampled = [
+        [11]
+        if scheduler.requests[r].num_computed_tokens >= scheduler.requests[r].num_tokens
+        else []
+        for r in req_ids
+    ]
+    return ModelRunnerOutput(
+        req_ids=req_ids,
+        req_id_to_index={r: i for i, r in enumerate(req_ids)},
+        sampled_token_ids=sampled,
+    )
+
+
+def _rank_main(
+    rank: int,
+    parallel_config: Any,
+    shrunk_config: Any | None,
+    run_disabled: bool,
+    out_path: str,
+) -> None:
+    """One DP rank: see the module docstring."""
+    from vllm.distributed.utils import (
+        stateless_destroy_torch_distributed_process_group,
+    )
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from tests.support.vllm_objects import make_request, make_scheduler
+    from vllm_ascend_balance import activation
+    from vllm_ascend_balance.scheduler import admission_cap
+
+    log = _CollectiveLog()
+    parallel_config.data_parallel_rank = rank
+    parallel_config.data_parallel_rank_local = rank
+    group = parallel_config.stateless_init_dp_group()
+    groups = [group]
+
+    base = AsyncScheduler if rank == 1 else Scheduler
+    scheduler: Any = make_scheduler(
+        activation.compose_scheduler(base), max_num_seqs=CAP, num_blocks=400
+    )
+    engine_cls = activation.compose_engine(activation._UPSTREAM_DP_ENGINE)
+    engine: Any = engine_cls.__new__(engine_cls)  # no __init__: no executor
+    engine.scheduler = scheduler
+    engine.dp_group = group
+    engine.step_counter = 0
+    engine.pending_pause = False
+    engine.ignore_start_dp_wave = False
+    engine.dp_sync_interval = getattr(parallel_config, "dp_sync_interval", None)
+    log.take()  # group setup traffic is not part of a step
+
+    requests = _requests_for(rank)
+    records: list[dict[str, Any]] = []
+
+    def step(index: int) -> dict[str, Any]:
+        for i, (arrival, prompt_len, max_tokens) in enumerate(requests):
+            if arrival == index:
+                scheduler.add_request(
+                    make_request(f"r{rank}-{i}", prompt_len, max_tokens)
+                )
+        output = scheduler.schedule()
+        admitted = len(output.scheduled_new_reqs)
+        scheduler.update_from_output(output, _fake_model_output(scheduler, output))
+        payload = len(scheduler.running)
+        log.take()
+        unfinished = engine._has_global_unfinished_reqs(scheduler.has_requests())
+        calls = log.take()
+        gathers = [c for c in calls if c["name"] != "all_reduce"]
+        gathered = getattr(scheduler, "balance_gathered", None)
+        return {
+            "step": index,
+            "admitted": admitted,
+            "payload": payload,
+            "unfinished": unfinished,
+            "calls": [c["name"] for c in calls],
+            "gather_payloads": [c["payload"] for c in gathers],
+            "on_dp_group": all(c["group"] is engine.dp_group for c in calls),
+            "scheduler_group_is_engine_group": scheduler.dp_group is engine.dp_group,
+            "vector": None if gathered is None else gathered.tolist(),
+            "buffer_size": None if gathered is None else gathered.numel(),
+            "group_size": engine.dp_group.size(),
+            "frozen": bool(scheduler.balance_frozen),
+            "cap": admission_cap(scheduler),
+        }
+
+    last = STEPS
+    if shrunk_config is not None and rank >= shrunk_config.data_parallel_size:
+        last = SHRINK_AT  # this rank leaves the DP group at the shrink
+    for index in range(last):
+        if shrunk_config is not None and index == SHRINK_AT:
+            shrunk_config.data_parallel_rank = rank
+            shrunk_config.data_parallel_rank_local = rank
+            engine.dp_group = shrunk_config.stateless_init_dp_group()
+            groups.append(engine.dp_group)
+            log.take()
+        records.append(step(index))
+
+    disabled: list[dict[str, Any]] = []
+    if run_disabled:
+        # Balance off: upstream's engine class and scheduler, same group.
+        plain_engine: Any = activation._UPSTREAM_DP_ENGINE.__new__(
+            activation._UPSTREAM_DP_ENGINE
+        )
+        plain_engine.__dict__.update(engine.__dict__)
+        plain_engine.step_counter = 0
+        plain_engine.scheduler = make_scheduler(base, max_num_seqs=CAP, num_blocks=400)
+        for index in range(DISABLED_STEPS):
+            sched = plain_engine.scheduler
+            if index < 3:
+                sched.add_request(make_request(f"d{rank}-{index}", 8, 20))
+            output = sched.schedule()
+            sched.update_from_output(output, _fake_model_output(sched, output))
+            log.take()
+            plain_engine._has_global_unfinished_reqs(sched.has_requests())
+            disabled.append(
+                {
+                    "calls": [c["name"] for c in log.take()],
+                    "has_buffer": hasattr(sched, "balance_gathered"),
+                }
+            )
+    # As DPEngineCoreProc.shutdown() does; without it teardown lingers.
+    for dp_group in groups:
+        stateless_destroy_torch_distributed_process_group(dp_group)
+    Path(out_path).write_text(json.dumps({"steps": records, "disabled": disabled}))
+
+
+def _run_ranks(
+    tmp_path: Path, world: int, shrink_to: int | None, run_disabled: bool
+) -> list[dict[str, Any]]:
+    from vllm.config import ParallelConfig
+
+    def config(size: int) -> Any:
+        return ParallelConfig(
+            data_parallel_size=size, data_parallel_master_ip="127.0.0.1"
+        )
+
+    parallel_config = config(world)
+    shrunk = config(shrink_to) if shrink_to else None
+    ctx = multiprocessing.get_context("spawn")
+    paths = [tmp_path / f"rank{rank}.json" for rank in range(world)]
+    procs = [
+        ctx.Process(
+            target=_rank_main,
+            args=(rank, parallel_config, shrunk, run_disabled, str(paths[rank])),
+            daemon=True,
+        )
+        for rank in range(world)
+    ]
+    for proc in procs:
+        proc.start()
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    for proc in procs:
+        proc.join(max(deadline - time.monotonic(), 0))
+    hung = [rank for rank, proc in enumerate(procs) if proc.is_alive()]
+    for rank in hung:
+        procs[rank].kill()
+        procs[rank].join()
+    assert not hung, f"ranks {hung} hung (collective mismatch?)"
+    assert [proc.exitcode for proc in procs] == [0] * world
+    return [json.loads(path.read_text()) for path in paths]
+
+
+def _check_cadence(results: list[dict[str, Any]], shrink_to: int | None) -> None:
+    world = len(results)
+    steps = {rank: result["steps"] for rank, result in enumerate(results)}
+    saw = {"frozen": 0, "open-admitting": 0, "all_reduce": 0}
+    for index in range(STEPS):
+        ranks = [r for r in range(world) if index < len(steps[r])]
+        if shrink_to is not None and index >= SHRINK_AT:
+            assert ranks == list(range(shrink_to))
+        else:
+            assert ranks == list(range(world))
+        recs = [steps[r][index] for r in ranks]
+        for rank, rec in zip(ranks, recs, strict=True):
+            gathers = [c for c in rec["calls"] if c != "all_reduce"]
+            assert len(gathers) == 1, f"rank {rank} step {index}: {rec['calls']}"
+            # The gather comes after upstream's sync (deadlock lesson B).
+            assert rec["calls"][-1] == gathers[0], rec["calls"]
+            assert rec["gather_payloads"] == [[rec["payload"]]]
+            assert rec["on_dp_group"] and rec["scheduler_group_is_engine_group"]
+            assert rec["buffer_size"] == rec["group_size"] == len(ranks)
+            saw["all_reduce"] += rec["calls"].count("all_reduce")
+        vector = recs[0]["vector"]
+        assert all(rec["vector"] == vector for rec in recs), f"step {index}"
+        assert all(rec["cap"] == CAP for rec in recs)
+        assert vector == [rec["payload"] for rec in recs]
+        frozen = max(vector) == CAP  # the contract's decision, independently
+        assert [rec["frozen"] for rec in recs] == [frozen] * len(ranks)
+        assert len({rec["unfinished"] for rec in recs}) == 1
+        if index + 1 < STEPS:
+            nxt = [steps[r][index + 1] for r in ranks if index + 1 < len(steps[r])]
+            if frozen:
+                saw["frozen"] += 1
+                assert all(rec["admitted"] == 0 for rec in nxt), f"step {index + 1}"
+            elif any(rec["admitted"] for rec in nxt):
+                saw["open-admitting"] += 1
+    # The run exercised both sides of the gate and upstream's real sync.
+    assert saw["frozen"] > 0 and saw["open-admitting"] > 0, saw
+    assert saw["all_reduce"] > 0, saw
+
+
+def test_gather_cadence_two_ranks_then_disabled(tmp_path: Path) -> None:
+    results = _run_ranks(tmp_path, 2, None, run_disabled=True)
+    _check_cadence(results, None)
+    for rank, result in enumerate(results):
+        disabled = result["disabled"]
+        assert len(disabled) == DISABLED_STEPS
+        calls = [name for rec in disabled for name in rec["calls"]]
+        assert calls and set(calls) == {"all_reduce"}, (rank, calls)
+        assert not any(rec["has_buffer"] for rec in disabled)
+
+
+def test_gather_cadence_three_ranks_elastic_shrink(tmp_path: Path) -> None:
+    results = _run_ranks(tmp_path, 3, 2, run_disabled=False)
+    _check_cadence(results, 2)
+    assert len(results[2]["steps"]) == SHRINK_AT
+    for rank in (0, 1):
+        sizes = [rec["buffer_size"] for rec in results[rank]["steps"]]
+        assert sizes == [3] * SHRINK_AT + [2] * (STEPS - SHRINK_AT)
+
+
+def test_single_process_buffer_follows_group_size() -> None:
+    """The buffer is sized from ``group.size()`` at every gather; a fake
+    group (the only way to change size without more processes) exercises a
+    grow as well as the shrink covered above."""
+    from unittest import mock
+
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from tests.support.vllm_objects import make_scheduler
+    from vllm_ascend_balance import activation
+
+    class SizedGroup:
+        def __init__(self, size: int) -> None:
+            self._size = size
+
+        def size(self) -> int:
+            return self._size
+
+    def fake_gather(
+        tensor_list: list[torch.Tensor], tensor: torch.Tensor, group=None, **_: Any
+    ):
+        for slot in tensor_list:
+            slot.fill_(int(tensor.item()))
+
+    scheduler: Any = make_scheduler(
+        activation.compose_scheduler(Scheduler), max_num_seqs=CAP
+    )
+    with mock.patch.object(dist, "all_gather", fake_gather):
+        for size in (2, 2, 5, 3):
+            scheduler.dp_group = SizedGroup(size)
+            scheduler.balance_gather()
+            assert scheduler.balance_gathered.numel() == size
+    assert scheduler.balance_gathers == 4
