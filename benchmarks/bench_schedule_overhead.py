@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Overhead of balance scheduling on ``Scheduler.schedule()``.
+"""Overhead of balance scheduling and of the seam refactor on ``schedule()``.
 
-For each (DP size, waiting-queue length) row this times ``schedule()`` of
-the balance scheduler (the activation's composed mixin over the installed,
-patched ``Scheduler``; gathered vector of the DP size with max < cap, so not
-frozen) against the plain upstream ``Scheduler`` on identical states, and
-prints the median of the per-trial ratios. Goal: <= 1.01.
+Balance table: for each (DP size, waiting-queue length) row this times
+``schedule()`` of the balance scheduler (the activation's composed mixin over
+the installed, patched ``Scheduler``; gathered vector of the DP size with
+max < cap, so not frozen) against the plain upstream ``Scheduler`` on
+identical states, and prints the median of the per-trial ratios. Goal: <= 1.01.
+
+Refactor table (``--refactor``): for each waiting-queue length it times the
+installed, PATCHED plain ``Scheduler`` against the release's ORIGINAL
+``Scheduler`` (unpatched ``scheduler.py`` loaded at run time from the lane's
+release sdist, ``tests/support/original_scheduler.py``) on identical states:
+the cost of the upstream patch itself. Same machinery and goal; DP size plays
+no part.
 
 DP size only changes the length of the gathered vector: ``schedule()`` never
 touches the process group (the gather runs in the engine core, once per
@@ -18,8 +25,9 @@ which goes first, and the row's ratio is the median of the per-trial ratios;
 GC is off while timing. An A/A row per queue length
 (plain vs an identical plain scheduler) shows the noise floor of the machine.
 
-    python benchmarks/bench_schedule_overhead.py            # full table
-    python benchmarks/bench_schedule_overhead.py --quick    # smoke sizes
+    python benchmarks/bench_schedule_overhead.py              # both tables
+    python benchmarks/bench_schedule_overhead.py --refactor   # refactor table only
+    python benchmarks/bench_schedule_overhead.py --quick      # smoke sizes, both
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import statistics
 import sys
 import time
 import timeit
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +50,7 @@ import torch  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.request import RequestStatus  # noqa: E402
 
+from tests.support.original_scheduler import original_classes  # noqa: E402
 from tests.support.vllm_objects import (  # noqa: E402
     make_request,
     make_scheduler,
@@ -128,58 +138,48 @@ def measure(
     )
 
 
-def seam_calls_per_schedule(balance_cls: type, waiting: int) -> int:
+def seam_calls_per_schedule(cls: type, waiting: int, dp_size: int | None = 2) -> int:
     """How many times one schedule() of this row calls the seam (untimed)."""
     counter = {"calls": 0}
 
     def counting(self: Any) -> bool:
         counter["calls"] += 1
-        return balance_cls._should_stop_admitting_waiting(self)
+        return cls._should_stop_admitting_waiting(self)
 
-    counting_cls = type("Counting", (balance_cls,), {SEAM: counting})
-    sched = _build(counting_cls, 2)
+    counting_cls = type("Counting", (cls,), {SEAM: counting})
+    sched = _build(counting_cls, dp_size)
     for i in range(waiting):
         sched.add_request(make_request(f"c-{i}", PROMPT_LEN, max_tokens=8))
     sched.schedule()
     return counter["calls"]
 
 
+def _seam_ns(sched: Any) -> float:
+    """ns per ``_should_stop_admitting_waiting()`` call on ``sched``."""
+    number = 200_000
+    best = min(timeit.repeat(getattr(sched, SEAM), number=number, repeat=5))
+    return best / number * 1e9
+
+
 def seam_call_cost(balance_cls: type) -> tuple[float, float]:
     """ns per ``_should_stop_admitting_waiting()`` call: plain vs balance."""
-    plain, balance = _build(Scheduler, None), _build(balance_cls, 8)
-    number = 200_000
-    costs = []
-    for sched in (plain, balance):
-        seam = getattr(sched, SEAM)
-        best = min(timeit.repeat(seam, number=number, repeat=5))
-        costs.append(best / number * 1e9)
-    return costs[0], costs[1]
+    return _seam_ns(_build(Scheduler, None)), _seam_ns(_build(balance_cls, 8))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smallest sizes only")
-    parser.add_argument("--trials", type=int, help="timed trials per row")
-    args = parser.parse_args(argv)
-    logging.disable(logging.WARNING)  # vLLM's CPU-platform notices
+def _verdict(ratio: float, aa: float) -> str:
+    verdict = "PASS" if ratio <= GOAL else "FAIL"
+    if verdict == "FAIL" and ratio <= GOAL + abs(aa - 1):
+        verdict += " (within the A/A noise)"
+    return verdict
 
-    # Short queues make short calls, whose ratios are noisier: give them more
-    # trials (they are cheap); about 1 min in all on a 2-core machine.
-    default_trials = {1: 400, 10: 200, 100: 60, 1000: 30}
-    if args.quick:
-        dp_sizes, queues = [2, 4], [1, 10]
-        default_trials = dict.fromkeys(queues, 3)
-    else:
-        dp_sizes = [2, 4, 8, 16, 32, 64, 128, 256]
-        queues = [1, 10, 100, 1000]
-    balance_cls = compose_scheduler(Scheduler)
-    # Move vLLM/torch's import-time heap out of the collector's way once: a
-    # full gc.collect() before each timed call would cost more than the call.
-    gc.collect()
-    gc.freeze()
 
+def balance_table(
+    queues: list[int], dp_sizes: list[int], trials_for: Callable[[int], int]
+) -> None:
+    """Balance scheduler vs plain patched ``Scheduler``, per (DP, queue)."""
     import vllm
 
+    balance_cls = compose_scheduler(Scheduler)
     print(
         f"schedule() overhead of balance scheduling (vLLM {vllm.__version__}, "
         f"cap={CAP}, prompt={PROMPT_LEN} tokens, median of paired ratios)"
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * (len(header) + 9))
     failures = 0
     for waiting in queues:
-        trials = args.trials or default_trials[waiting]
+        trials = trials_for(waiting)
         plain_t, other_t, aa = measure(Scheduler, Scheduler, None, waiting, trials)
         calls = seam_calls_per_schedule(balance_cls, waiting)
         # Expected ratio from first principles: the only extra work in
@@ -212,9 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             plain_t, balance_t, ratio = measure(
                 Scheduler, balance_cls, dp_size, waiting, trials
             )
-            verdict = "PASS" if ratio <= GOAL else "FAIL"
-            if verdict == "FAIL" and ratio <= GOAL + abs(aa - 1):
-                verdict += " (within the A/A noise)"
+            verdict = _verdict(ratio, aa)
             failures += verdict.startswith("FAIL")
             print(
                 f"{dp_size:>5} {waiting:>7} {plain_t * 1e3:>9.3f} "
@@ -225,6 +223,101 @@ def main(argv: list[str] | None = None) -> int:
         f"summary: {rows - failures}/{rows} rows within {GOAL} (goal); "
         f"'model' = 1 + seam calls x extra seam cost / plain time"
     )
+
+
+def refactor_table(
+    original_cls: type, queues: list[int], trials_for: Callable[[int], int]
+) -> None:
+    """Patched plain ``Scheduler`` vs the release's original, per queue."""
+    import vllm
+
+    # Never time the patched class against itself (or an original that
+    # already has the seam): that would report a meaningless 1.000.
+    if original_cls is Scheduler or hasattr(original_cls, SEAM):
+        raise SystemExit("error: the 'original' Scheduler is not the unpatched one")
+    if not hasattr(Scheduler, SEAM):
+        raise SystemExit("error: the installed Scheduler is not patched")
+    print(
+        f"schedule() overhead of the seam refactor (vLLM {vllm.__version__}, "
+        f"patched Scheduler vs the release's original, cap={CAP}, "
+        f"prompt={PROMPT_LEN} tokens, median of paired ratios)"
+    )
+    seam_ns = _seam_ns(_build(Scheduler, None))
+    print(
+        f"seam call: patched {seam_ns:.0f} ns per admission attempt "
+        f"(the original evaluates the same condition inline)"
+    )
+    header = (
+        f"{'pair':>5} {'waiting':>7} {'orig ms':>9} {'patched ms':>10} "
+        f"{'ratio':>7} {'model':>7}"
+    )
+    print(header + "  verdict")
+    print("-" * (len(header) + 9))
+    failures = 0
+    for waiting in queues:
+        trials = trials_for(waiting)
+        orig_t, other_t, aa = measure(original_cls, original_cls, None, waiting, trials)
+        calls = seam_calls_per_schedule(Scheduler, waiting, None)
+        # Upper bound from first principles: the patch adds one call of the
+        # seam per admission attempt (minus the inline condition it replaces).
+        model = 1 + calls * seam_ns * 1e-9 / orig_t
+        print(
+            f"{'A/A':>5} {waiting:>7} {orig_t * 1e3:>9.3f} {other_t * 1e3:>10.3f} "
+            f"{aa:>7.3f} {'':>7}  noise floor (original vs original); "
+            f"{calls} seam calls/schedule(), {trials} trials/row"
+        )
+        orig_t, patched_t, ratio = measure(
+            original_cls, Scheduler, None, waiting, trials
+        )
+        verdict = _verdict(ratio, aa)
+        failures += verdict.startswith("FAIL")
+        print(
+            f"{'patch':>5} {waiting:>7} {orig_t * 1e3:>9.3f} "
+            f"{patched_t * 1e3:>10.3f} {ratio:>7.3f} {model:>7.4f}  {verdict}"
+        )
+    rows = len(queues)
+    print(
+        f"refactor summary: {rows - failures}/{rows} rows within {GOAL} (goal); "
+        f"'model' = 1 + seam calls x seam call cost / original time "
+        f"(upper bound: the inline condition it replaces is not subtracted)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smallest sizes only")
+    parser.add_argument("--trials", type=int, help="timed trials per row")
+    parser.add_argument(
+        "--refactor",
+        action="store_true",
+        help="only the refactor table (patched vs original Scheduler)",
+    )
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)  # vLLM's CPU-platform notices
+
+    # Short queues make short calls, whose ratios are noisier: give them more
+    # trials (they are cheap); about 1.5 min in all on a 2-core machine.
+    default_trials = {1: 400, 10: 200, 100: 60, 1000: 30}
+    if args.quick:
+        dp_sizes, queues = [2, 4], [1, 10]
+        default_trials = dict.fromkeys(queues, 3)
+    else:
+        dp_sizes = [2, 4, 8, 16, 32, 64, 128, 256]
+        queues = [1, 10, 100, 1000]
+
+    def trials_for(waiting: int) -> int:
+        return args.trials or default_trials[waiting]
+
+    # Loaded before the freeze below, like the rest of the import-time heap.
+    original_cls, _ = original_classes()
+    # Move vLLM/torch's import-time heap out of the collector's way once: a
+    # full gc.collect() before each timed call would cost more than the call.
+    gc.collect()
+    gc.freeze()
+    if not args.refactor:
+        balance_table(queues, dp_sizes, trials_for)
+        print()
+    refactor_table(original_cls, queues, trials_for)
     gc.unfreeze()  # let interpreter shutdown collect as usual
     return 0
 

