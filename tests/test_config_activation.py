@@ -150,7 +150,7 @@ def test_non_boolean_is_a_one_line_error(value: Any, key: str) -> None:
 def test_legacy_key_accepted_with_deprecation_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger=config.__name__):
+    with caplog.at_level(logging.WARNING, logger=config.logger.name):
         setting = read_balance_setting(vllm_config({"enable_balance_scheduling": True}))
     assert (setting.enabled, setting.source) == (True, LEGACY_SETTING)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -340,7 +340,7 @@ def test_no_effect_warns_and_activates_nothing(
     assert plan.requested and not plan.active
     assert any(expected in note for note in plan.notes), plan.notes
 
-    with caplog.at_level(logging.WARNING, logger=activation.__name__):
+    with caplog.at_level(logging.WARNING, logger=activation.logger.name):
         activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
     assert any(
         r.levelno == logging.WARNING and expected in r.getMessage()
@@ -424,7 +424,7 @@ def test_bad_setting_ends_the_engine_process(
 ) -> None:
     cfg = vllm_config({"scheduler_config": {"enable_balance_scheduling": "true"}})
     with (
-        caplog.at_level(logging.ERROR, logger=activation.__name__),
+        caplog.at_level(logging.ERROR, logger=activation.logger.name),
         pytest.raises(SystemExit) as info,
     ):
         activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)

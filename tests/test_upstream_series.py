@@ -410,3 +410,33 @@ def test_package_gate_uses_the_release_cap(sdist_tree):
         setattr(scheduler, name, 999)
     assert getattr(scheduler, cap) == 7
     assert admission_cap(scheduler) == 7, (cap, decoys)
+
+
+def _inside_a_git_work_tree(path: Path) -> None:
+    """Make the parent of ``path`` a git work tree (like a project ``.venv``
+    or a cache under a dotfiles repository)."""
+    subprocess.run(["git", "init", "-q", str(path.parent)], check=True)
+
+
+def test_apply_inside_a_git_work_tree_really_patches(
+    scratch_site, sdist_tree, tmp_path
+):
+    """``git apply`` run inside a work tree skips paths outside the current
+    directory and still exits 0; the tool must patch all the same."""
+    _inside_a_git_work_tree(scratch_site)
+    expected = _patched_copy(sdist_tree, tmp_path / "expected").read_bytes()
+    series.apply(LANE, site=scratch_site)
+    assert (scratch_site / SCHEDULER_REL).read_bytes() == expected
+    series.revert(LANE, site=scratch_site)
+
+
+def test_drift_guard_inside_a_git_work_tree_still_fires(other_sdist_tree, tmp_path):
+    """Negative control for the same trap: a tree inside a work tree that
+    the series does not fit must still go red."""
+    tree = tmp_path / "repo" / "tree"
+    for rel in (SCHEDULER_REL, "tests/v1/core/test_scheduler.py"):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(other_sdist_tree / rel, tree / rel)
+    _inside_a_git_work_tree(tree)
+    with pytest.raises(series.SeriesError, match="re-sync"):
+        series.check(LANE, tree=tree)

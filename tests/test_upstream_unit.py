@@ -17,7 +17,7 @@ by the tests):
   tests (``llava-hf/llava-1.5-7b-hf``, ``Qwen/Qwen2.5-VL-3B-Instruct``): a
   fake config is not enough for them, because vLLM inspects the model class,
   and the multimodal classes import ``torchvision``, which the CPU lane venv
-  removes (it ships as a CUDA build, see NOTES.md). None of them reach the
+  removes (its PyPI wheel is a CUDA build). None of them reach the
   WAITING-loop stop condition differently from the text-only tests.
 * upstream's top-level ``tests/conftest.py`` is not copied: it imports
   ``tblib``, PIL and the model-test machinery, none of which the scheduler

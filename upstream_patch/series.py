@@ -175,9 +175,18 @@ def touched_files(patches: list[Path]) -> list[str]:
 def git_apply(
     cwd: Path, patches: list[Path], *flags: str
 ) -> subprocess.CompletedProcess:
+    """``git apply`` in ``cwd`` as a plain patch tool.
+
+    Inside a git work tree (a project ``.venv``, a cache under a dotfiles
+    repo), ``git apply`` silently skips paths outside the current directory;
+    stopping repository discovery at ``cwd`` keeps it a plain patch tool.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
     return subprocess.run(
         ["git", "apply", *flags, *map(str, patches)],
         cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
     )
@@ -222,6 +231,17 @@ def apply(
     result = git_apply(site, patches, *only_vllm)
     if result.returncode != 0:
         raise SeriesError(f"git apply failed: {result.stderr.strip()}")
+    unchanged = [
+        rel
+        for rel in touched_files(patches)
+        if (site / rel).read_bytes() == (pristine / rel).read_bytes()
+    ]
+    if unchanged:
+        revert(lane, quiet=True, site=site, root=root)
+        raise SeriesError(
+            f"git apply reported success but left {', '.join(unchanged)} "
+            f"unchanged in {site}: nothing was applied"
+        )
     (state / "applied.sha256").write_text(digest + "\n")
     if not quiet:
         print(f"applied {len(patches)} patch(es) for {tag} to {site / 'vllm'}")
@@ -248,6 +268,12 @@ def revert(
 def status(lane: str, site: Path | None = None, root: Path | None = None) -> bool:
     tag = lane_tag(lane, root)
     site, version = installed_vllm(site)
+    if f"v{version}" != tag:
+        print(
+            f"lane {lane}: pin {tag}, but the installed vLLM is {version}: "
+            f"this lane's series does not apply to it"
+        )
+        return False
     digest_file = site / STATE_DIR_NAME / "applied.sha256"
     applied = digest_file.is_file() and (
         digest_file.read_text().strip()

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import vllm.v1.engine.core as _engine_core
-from vllm.logger import init_logger
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vllm_ascend_balance.config import (
@@ -36,15 +35,17 @@ from vllm_ascend_balance.config import (
     read_balance_setting,
 )
 from vllm_ascend_balance.engine import BalanceEngineHookMixin
+from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
 logger = init_logger(__name__)
 
 ASCEND_BALANCE_PATCH = "vllm_ascend.patch.platform.patch_balance_schedule"
 SERIES_HINT = (
-    "apply upstream_patch/ to this vLLM "
-    "(python upstream_patch/series.py apply --lane release|main) "
-    "or install a vLLM branch that carries the seam"
+    "install a vLLM that carries the seam (a fork branch with the "
+    "vllm-ascend-balance upstream_patch/ series applied), or patch this one "
+    "from a vllm-ascend-balance checkout: "
+    "python upstream_patch/series.py apply --lane release|main"
 )
 
 # Module-level names are rebound below; Any keeps mypy from treating them as
@@ -92,6 +93,18 @@ class ActivationPlan:
     notes: list[str] = field(default_factory=list)
 
 
+def _resolve_scheduler_cls(vllm_config: Any) -> Any:
+    """The scheduler class the config would use (``get_scheduler_cls()``),
+    with an unresolvable ``scheduler_cls`` reported as a config error."""
+    try:
+        return vllm_config.scheduler_config.get_scheduler_cls()
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise BalanceConfigError(
+            f"scheduler_cls {vllm_config.scheduler_config.scheduler_cls!r} cannot "
+            f"be imported ({type(exc).__name__}: {exc}): fix or unset --scheduler-cls"
+        ) from None
+
+
 def plan_activation(vllm_config: Any) -> ActivationPlan:
     """Decide, from a ``VllmConfig``, whether balance scheduling activates.
 
@@ -113,18 +126,6 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             f"({ASCEND_BALANCE_PATCH}) is loaded: two gathers per step would "
             f"deadlock; enable balance scheduling through one of them only"
         )
-    base = vllm_config.scheduler_config.get_scheduler_cls()
-    plan.scheduler_cls = base
-    if not (isinstance(base, type) and issubclass(base, Scheduler)):
-        raise BalanceConfigError(
-            f"{SETTING} needs a vllm Scheduler subclass, but scheduler_cls is "
-            f"{base!r}: unset scheduler_cls or point it at a Scheduler subclass"
-        )
-    if not has_seam(base):
-        raise BalanceConfigError(
-            f"{SETTING} is set but the installed vLLM lacks "
-            f"Scheduler.{SEAM}(): {SERIES_HINT}"
-        )
     dp_size = vllm_config.parallel_config.data_parallel_size
     if dp_size <= 1:
         plan.notes.append(
@@ -138,6 +139,18 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             f"independently): nothing activated"
         )
         return plan
+    base = _resolve_scheduler_cls(vllm_config)
+    plan.scheduler_cls = base
+    if not (isinstance(base, type) and issubclass(base, Scheduler)):
+        raise BalanceConfigError(
+            f"{SETTING} needs a vllm Scheduler subclass, but scheduler_cls is "
+            f"{base!r}: unset --scheduler-cls or point it at a Scheduler subclass"
+        )
+    if not has_seam(base):
+        raise BalanceConfigError(
+            f"{SETTING} is set but the installed vLLM lacks "
+            f"Scheduler.{SEAM}(): {SERIES_HINT}"
+        )
     plan.active = True
     plan.notes.append(
         f"gate on {base.__name__}, gather after "
@@ -149,13 +162,21 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
 @functools.cache
 def compose_scheduler(base: type) -> type:
     """``base`` with :class:`BalanceSchedulerMixin` in front (cached per base)."""
-    return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), {})
+    return type(
+        f"Balance{base.__name__}",
+        (BalanceSchedulerMixin, base),
+        {"__module__": __name__},
+    )
 
 
 @functools.cache
 def compose_engine(base: type) -> type:
     """``base`` (a ``DPEngineCoreProc``) with the gather hook in front."""
-    return type(f"Balance{base.__name__}", (BalanceEngineHookMixin, base), {})
+    return type(
+        f"Balance{base.__name__}",
+        (BalanceEngineHookMixin, base),
+        {"__module__": __name__},
+    )
 
 
 def run_engine_core(

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from vllm.logger import init_logger
+from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
 

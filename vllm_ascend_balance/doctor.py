@@ -24,15 +24,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="{}",
         help="the JSON given to vLLM's --additional-config",
     )
-    parser.add_argument("--data-parallel-size", type=int, default=2)
+    parser.add_argument(
+        "--data-parallel-size",
+        type=_positive_int,
+        default=2,
+        help="vLLM's --data-parallel-size (default: 2)",
+    )
     parser.add_argument("--dense", action="store_true", help="the model is not MoE")
-    parser.add_argument("--kv-role", default=None, help="kv_transfer_config.kv_role")
+    parser.add_argument(
+        "--kv-role",
+        default=None,
+        choices=["kv_both", "kv_producer", "kv_consumer"],
+        help="kv_transfer_config.kv_role (default: no KV transfer)",
+    )
     parser.add_argument(
         "--scheduler-cls", default=None, help="vLLM's --scheduler-cls (qualname)"
     )
     parser.add_argument(
         "--no-async-scheduling", action="store_true", help="as vLLM's flag"
     )
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def _vllm_version() -> str | None:
@@ -55,7 +72,10 @@ def _config_view(args: argparse.Namespace) -> Any:
     """The parts of a ``VllmConfig`` that activation reads, from CLI flags."""
     from vllm.config import SchedulerConfig
 
-    additional = json.loads(args.additional_config)
+    try:
+        additional = json.loads(args.additional_config)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--additional-config is not valid JSON ({exc})") from None
     if not isinstance(additional, dict):
         raise ValueError("--additional-config must be a JSON object")
     scheduler_config = SchedulerConfig(

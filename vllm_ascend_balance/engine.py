@@ -2,20 +2,25 @@
 """The engine-core hook that drives the gather: one per active step.
 
 Composed onto vLLM's ``DPEngineCoreProc`` at activation time. It overrides
-only ``_has_global_unfinished_reqs()``: upstream's ``run_busy_loop`` calls it
+only ``_has_global_unfinished_reqs()``. Upstream's ``run_busy_loop`` calls it
 exactly once per iteration that did not take the all-idle ``continue``
-(dummy-batch iterations included), right after the step, and it is the
-loop's cross-rank sync point. Gathering immediately after it means
+(dummy-batch iterations included), right after the step; it is where the
+ranks re-synchronise on wave state (it all-reduces every few steps and at
+wave boundaries, and returns the cached answer in between). Gathering
+immediately after it means
 
 - every rank gathers on every active step, including a drained rank that
-  runs a dummy batch and never enters ``schedule()`` (deadlock lesson A:
-  a gather inside ``schedule()`` is skipped by such a rank);
-- ranks enter the gather having just agreed on ``engines_running``, and all
-  ranks skip it together when all are idle (deadlock lesson B: a gather
-  before the sync, e.g. in ``_process_engine_step``, can meet a rank still
-  blocked on the next wave's input).
+  runs a dummy batch and never enters ``schedule()``; a gather inside
+  ``schedule()`` is skipped by such a rank while a busy rank waits in it:
+  deadlock;
+- ranks reach the gather in the same iteration in which they agree on
+  ``engines_running``, and all ranks skip it together when all are idle; a
+  gather placed before that point (e.g. in ``_process_engine_step``) can meet
+  a rank still blocked on the next wave's input at a wave boundary: deadlock.
 
-See ``balance_schedule_refactor.md`` ("Step 1") for the two deadlocks.
+Unlike upstream's throttled all-reduce, the gather runs every active step
+(the gate needs the previous step's counts); its cost per step is measured
+by ``benchmarks/bench_gather.py``. CONTRIBUTING.md tells both deadlocks.
 """
 
 from __future__ import annotations

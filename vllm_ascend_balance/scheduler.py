@@ -41,6 +41,13 @@ class BalanceSchedulerMixin:
     not ``>=`` and not "catch up to the leader"). Every rank sees the same
     gathered vector, so every rank takes the same decision.
 
+    Two consequences of the contract, kept on purpose (vllm-ascend's gate
+    behaves the same): the payload is ``len(running)``, so paused streaming
+    sessions, which upstream's own stop condition also counts, do not make a
+    rank the leader; and a frozen step admits nothing that the WAITING loop
+    would admit, including (where the release has them) requests already
+    holding KV blocks from an async KV load.
+
     Attributes:
         dp_group: the DP ``ProcessGroup`` (gloo/HCCL), injected by the engine.
         balance_gathered: last gathered running counts, int64 tensor of shape
@@ -56,6 +63,7 @@ class BalanceSchedulerMixin:
     balance_gathers: int = 0
     balance_frozen_gathers: int = 0
     _balance_slots: list[torch.Tensor]
+    _balance_local: torch.Tensor
     _balance_next_seam: ClassVar[Callable[[Any], bool]]
 
     def balance_gather(self) -> None:
@@ -73,10 +81,11 @@ class BalanceSchedulerMixin:
         if gathered is None or gathered.numel() != size:
             gathered = self.balance_gathered = torch.zeros(size, dtype=torch.int64)
             self._balance_slots = list(gathered.split(1))
-        local = torch.tensor([len(self.running)], dtype=torch.int64)  # type: ignore[attr-defined]
+            self._balance_local = torch.zeros(1, dtype=torch.int64)
+        self._balance_local[0] = len(self.running)  # type: ignore[attr-defined]
         # The list form (as vllm-ascend uses) works on gloo and HCCL alike and
         # is not deprecated; the slots are views, so one max() reads them all.
-        dist.all_gather(self._balance_slots, local, group=group)
+        dist.all_gather(self._balance_slots, self._balance_local, group=group)
         self.balance_frozen = int(gathered.max()) == admission_cap(self)
         self.balance_gathers += 1
         self.balance_frozen_gathers += self.balance_frozen
