@@ -30,6 +30,8 @@ CASES = {
     "kv-producer": ["--additional-config", ON, "--kv-role", "kv_producer"],
     "dp1": ["--additional-config", ON, "--data-parallel-size", "1"],
     "dense": ["--additional-config", ON, "--dense"],
+    "bad-json": ["--additional-config", '{"scheduler_config": '],
+    "no-such-scheduler": ["--additional-config", ON, "--scheduler-cls", "no.such.Mod"],
 }
 
 
@@ -128,3 +130,20 @@ def test_no_effect_is_a_note_not_an_error(
     assert any(note in line and "no effect" in line for line in report.notes()), (
         report.stdout
     )
+
+
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("bad-json", ["--additional-config", "not valid JSON"]),
+        ("no-such-scheduler", ["no.such.Mod", "--scheduler-cls"]),
+    ],
+)
+def test_unusable_flags_get_one_line_naming_the_flag(reports, case, words):
+    report = reports[case]
+    assert report.returncode == 1
+    verdict = report.field("verdict")
+    assert verdict.startswith("cannot work:")
+    for word in words:
+        assert word in verdict
+    assert "Traceback" not in report.stdout + report.stderr
