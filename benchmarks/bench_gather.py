@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Per-step cost of the balance gather, next to upstream's own DP sync.
+
+Every active engine step, each DP rank calls ``balance_gather()`` (one
+``all_gather`` of a 1-element int64 CPU tensor over the DP group) right after
+upstream's ``DPEngineCoreProc._has_global_unfinished_reqs()``. Upstream's own
+cross-rank sync there (``ParallelConfig.sync_dp_state``, one ``all_reduce``)
+only runs every N steps (N read from the installed release: the
+``dp_sync_interval`` setting where it exists, else the literal in upstream's
+``_has_global_unfinished_reqs``), precisely to keep CPU collectives off most
+steps. This benchmark measures what the gather adds to every step.
+
+For each DP size, that many real processes are spawned (loopback only); each
+builds a real balance scheduler (``activation.compose_scheduler`` over the
+installed ``Scheduler``) and vLLM's own stateless gloo DP group
+(``ParallelConfig.stateless_init_dp_group()``, the ``ParallelConfig`` built in
+the parent and copied to every rank, as vLLM's engine launcher does), then
+times, after a warm-up, in alternating blocks:
+
+- ``scheduler.balance_gather()`` per call;
+- ``ParallelConfig.sync_dp_state(...)`` per call, divided by the sync
+  interval: upstream's sync cost per step, amortized.
+
+Each rank takes the median of its per-call times; the table shows the
+slowest rank's median, and the gather's share of a step of 10 ms, 25 ms
+(the replay cost model's fixed ``step_ms``) and 70 ms (the TPOT vllm-ascend
+reports for DeepSeek-V3.1). No goal is set: the numbers are for reading.
+
+    python benchmarks/bench_gather.py            # DP 2, 4, 8 (~3 min, 2 loaded cores)
+    python benchmarks/bench_gather.py --quick    # DP 2, fewer calls
+    python benchmarks/bench_gather.py --calls 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import json
+import logging
+import multiprocessing
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # for tests.support (real vLLM objects)
+
+from vllm.config import ParallelConfig  # noqa: E402
+
+from vllm_ascend_balance.activation import _UPSTREAM_DP_ENGINE  # noqa: E402
+from vllm_ascend_balance.replay.costmodel import CostModel  # noqa: E402
+
+LOOPBACK = "127.0.0.1"
+CAP = 16  # max_num_seqs; the payload is a rank's running count (< CAP)
+BLOCK = 50  # calls per timed block; gather and sync blocks alternate
+FALLBACK_SYNC_INTERVAL = 32  # upstream's literal before the setting existed
+JOIN_TIMEOUT_S = 600  # hang guard only
+STEP_TIMES_MS = (10.0, CostModel().step_ms, 70.0)
+
+
+def sync_interval(parallel_config: Any) -> tuple[int, str]:
+    """Steps between upstream's DP syncs in the installed release, and where
+    the number comes from (introspection, no version check)."""
+    for owner in (parallel_config, _UPSTREAM_DP_ENGINE):
+        value = getattr(owner, "dp_sync_interval", None)
+        if isinstance(value, int) and value > 0:
+            name = owner.__name__ if isinstance(owner, type) else type(owner).__name__
+            return value, f"{name}.dp_sync_interval"
+    try:
+        source = inspect.getsource(_UPSTREAM_DP_ENGINE._has_global_unfinished_reqs)
+    except (OSError, TypeError):
+        source = ""
+    match = re.search(r"step_counter\s*%\s*(\d+)", source)
+    if match:
+        return int(match[1]), "literal in DPEngineCoreProc._has_global_unfinished_reqs"
+    return FALLBACK_SYNC_INTERVAL, "fallback"
+
+
+def _rank_main(
+    rank: int, parallel_config: Any, warmup: int, calls: int, out_path: str
+) -> None:
+    """One DP rank: build the scheduler and group, time both collectives."""
+    logging.disable(logging.WARNING)
+    from vllm.distributed.utils import (
+        stateless_destroy_torch_distributed_process_group,
+    )
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from tests.support.vllm_objects import make_request, make_scheduler
+    from vllm_ascend_balance.activation import compose_scheduler
+
+    scheduler: Any = make_scheduler(
+        compose_scheduler(Scheduler), max_num_seqs=CAP, num_blocks=400
+    )
+    # A distinct, non-empty payload per rank: rank + 1 running requests.
+    for i in range(rank + 1):
+        scheduler.add_request(make_request(f"r{rank}-{i}", 8, max_tokens=64))
+    scheduler.schedule()
+    payload = len(scheduler.running)
+
+    parallel_config.data_parallel_rank = rank
+    parallel_config.data_parallel_rank_local = rank
+    group = parallel_config.stateless_init_dp_group()
+    try:
+        scheduler.dp_group = group
+        sync = ParallelConfig.sync_dp_state
+
+        def gather_once() -> None:
+            scheduler.balance_gather()
+
+        def sync_once() -> None:
+            sync(group, has_unfinished=True, pending_pause=False)
+
+        for _ in range(warmup):
+            gather_once()
+            sync_once()
+        gc.collect()
+        gc.freeze()
+        gc.disable()  # no collection inside a timed call
+        times: dict[str, list[int]] = {"gather": [], "sync": []}
+        clock = time.perf_counter_ns
+        try:
+            for block in range(max(calls // BLOCK, 1)):
+                order = ("gather", "sync") if block % 2 == 0 else ("sync", "gather")
+                for name in order:
+                    fn, out = (
+                        (gather_once, times["gather"])
+                        if name == "gather"
+                        else (sync_once, times["sync"])
+                    )
+                    for _ in range(BLOCK):
+                        start = clock()
+                        fn()
+                        out.append(clock() - start)
+        finally:
+            gc.enable()
+            gc.unfreeze()
+        vector = scheduler.balance_gathered.tolist()
+        gathers = scheduler.balance_gathers
+    finally:
+        # As DPEngineCoreProc.shutdown() does; without it teardown lingers.
+        stateless_destroy_torch_distributed_process_group(group)
+    Path(out_path).write_text(
+        json.dumps(
+            {
+                "rank": rank,
+                "payload": payload,
+                "vector": vector,
+                "gathers": gathers,
+                "gather_us": statistics.median(times["gather"]) / 1e3,
+                "sync_us": statistics.median(times["sync"]) / 1e3,
+                "samples": len(times["gather"]),
+            }
+        )
+    )
+
+
+def run_dp(dp_size: int, warmup: int, calls: int) -> tuple[list[dict], Any]:
+    """Spawn ``dp_size`` ranks on one real gloo DP group; their results."""
+    parallel_config = ParallelConfig(
+        data_parallel_size=dp_size, data_parallel_master_ip=LOOPBACK
+    )
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="vab-bench-gather-") as tmp:
+        paths = [Path(tmp) / f"rank{rank}.json" for rank in range(dp_size)]
+        procs = [
+            ctx.Process(
+                target=_rank_main,
+                args=(rank, parallel_config, warmup, calls, str(paths[rank])),
+                daemon=True,
+            )
+            for rank in range(dp_size)
+        ]
+        for proc in procs:
+            proc.start()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        try:
+            for proc in procs:
+                proc.join(max(deadline - time.monotonic(), 0))
+        finally:
+            hung = [rank for rank, proc in enumerate(procs) if proc.is_alive()]
+            for rank in hung:
+                procs[rank].kill()
+                procs[rank].join()
+        if hung:
+            raise SystemExit(f"error: DP {dp_size}: ranks {hung} hung")
+        codes = [proc.exitcode for proc in procs]
+        if codes != [0] * dp_size:
+            raise SystemExit(f"error: DP {dp_size}: rank exit codes {codes}")
+        results = [json.loads(path.read_text()) for path in paths]
+    # The gathers really crossed the processes: every rank holds every
+    # rank's payload, in rank order, after warm-up plus timed calls.
+    payloads = [r["payload"] for r in results]
+    for r in results:
+        if r["vector"] != payloads or r["gathers"] != warmup + r["samples"]:
+            raise SystemExit(f"error: DP {dp_size}: rank {r['rank']} gathered {r}")
+    return results, parallel_config
+
+
+def _pct(us: float, step_ms: float) -> str:
+    return f"{us / (step_ms * 1e3) * 100:.3f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="DP 2, fewer calls")
+    parser.add_argument("--calls", type=int, help="timed calls per collective")
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)  # vLLM's CPU-platform notices
+
+    import vllm
+
+    # Oversubscribed sizes take ~10 ms a call on 2 cores: fewer calls (the
+    # median of a few hundred is stable) keep the full run to a few minutes.
+    if args.quick:
+        warmup, default_calls = 50, {2: 300}
+    else:
+        warmup, default_calls = 100, {2: 2000, 4: 1000, 8: 400}
+    calls_for = {
+        dp: max((args.calls or n) // BLOCK, 1) * BLOCK
+        for dp, n in default_calls.items()
+    }
+    cores = os.cpu_count() or 1
+    interval, source = sync_interval(ParallelConfig(data_parallel_size=2))
+    print(
+        f"per-step cost of the balance gather (vLLM {vllm.__version__}, gloo over "
+        f"loopback, {cores} CPU cores, load average {os.getloadavg()[0]:.1f}, one "
+        f"process per rank, median per rank after {warmup} warm-up calls, "
+        f"slowest rank shown)"
+    )
+    print(
+        f"upstream DP sync: ParallelConfig.sync_dp_state every {interval} steps "
+        f"({source}); amortized = per-call cost / {interval}"
+    )
+    steps = "  ".join(f"{f'% of {ms:g} ms':>11}" for ms in STEP_TIMES_MS)
+    header = (
+        f"{'dp':>3} {'calls':>5} {'gather us/step':>14} {'sync us/call':>12} "
+        f"{'sync us/step':>12} {'gather/sync':>11}  {steps}"
+    )
+    print(header + "  note")
+    print("-" * (len(header) + 6))
+    fair: list[tuple[int, float, float]] = []
+    for dp_size, calls in calls_for.items():
+        results, _ = run_dp(dp_size, warmup, calls)
+        gather_us = max(r["gather_us"] for r in results)
+        sync_call_us = max(r["sync_us"] for r in results)
+        sync_step_us = sync_call_us / interval
+        shares = "  ".join(f"{_pct(gather_us, ms):>11}" for ms in STEP_TIMES_MS)
+        if dp_size > cores:
+            note = f"oversubscribed: {dp_size} ranks on {cores} cores"
+        else:
+            note = ""
+            fair.append((dp_size, gather_us, gather_us / sync_step_us))
+        print(
+            f"{dp_size:>3} {calls:>5} {gather_us:>14.1f} {sync_call_us:>12.1f} "
+            f"{sync_step_us:>12.2f} {gather_us / sync_step_us:>10.1f}x  "
+            f"{shares}  {note}".rstrip()
+        )
+    step_ms = STEP_TIMES_MS[1]
+    if fair:
+        dp_size, gather_us, over_sync = fair[-1]
+        reading = (
+            f"reading: with a core per rank (DP {dp_size}) the gather adds "
+            f"{_pct(gather_us, step_ms)} to a {step_ms:g} ms step ({gather_us:.0f} "
+            f"us, {over_sync:.1f}x upstream's amortized sync)"
+        )
+    else:
+        reading = f"reading: no DP size fits the {cores} cores"
+    if len(fair) < len(calls_for):
+        reading += (
+            "; oversubscribed rows time CPU contention between the rank "
+            "processes, an upper bound rather than the cost on a host with a "
+            "core per engine core"
+        )
+    print(reading + ".")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
