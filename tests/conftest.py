@@ -10,7 +10,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 
-
 @pytest.fixture(autouse=True)
 def _capture_vllm_logs(caplog: pytest.LogCaptureFixture):
     """vLLM's ``vllm`` logger does not propagate to the root logger, and the

@@ -1,17 +1,27 @@
 # SPDX-License-Identifier: Apache-2.0
 """The cost-model executor against a real vLLM scheduler, in one process
-(DP size 1: no lock-step group), and the cost model itself."""
+(DP size 1: no lock-step group), the cost model itself, and the replay
+front-end's signal handling, failure reporting and log routing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import Future
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
+from vllm_ascend_balance.replay.cli import _vllm_logs_to_stderr, _work_dir
 from vllm_ascend_balance.replay.costmodel import (
     REPLAY_CONFIG_KEY,
     CostModel,
@@ -19,6 +29,8 @@ from vllm_ascend_balance.replay.costmodel import (
 )
 from vllm_ascend_balance.replay.executor import SAMPLED_TOKEN_ID, CostModelExecutor
 from vllm_ascend_balance.replay.recorder import rank_file, read_records
+from vllm_ascend_balance.replay.report import format_table, mode_metrics, status_lines
+from vllm_ascend_balance.replay.runner import Interrupts, ModeRun, _one_line
 
 BUDGET = 64
 
@@ -128,3 +140,117 @@ def test_settings_round_trip_through_additional_config():
     )
     with pytest.raises(ValueError, match="balance_replay"):
         ReplaySettings.from_vllm_config(make_vllm_config())
+
+
+# ------------------------------------------------------------ front-end
+def _sigblk(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("SigBlk:")[1].split()[0], 16)
+
+
+def test_ctrl_c_during_engine_startup_is_an_interrupt_and_spares_children():
+    """A Ctrl-C while the engines start raises KeyboardInterrupt in the
+    front-end (run_mode reports "interrupted"); processes spawned meanwhile
+    have SIGINT blocked, so the terminal's Ctrl-C does not kill them with a
+    traceback; afterwards the mask and the handlers are as before."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+    async def scenario() -> tuple[bool, int]:
+        interrupts = Interrupts()
+        interrupts.install()
+        child = None
+        raised = False
+        try:
+            with interrupts.engine_startup():
+                child = subprocess.Popen([sys.executable, "-c", "input()"], stdin=PIPE)
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(60_000):  # until the handler runs (a busy
+                    time.sleep(0.001)  # host may take a while to deliver)
+        except KeyboardInterrupt:
+            raised = True
+        finally:
+            interrupts.uninstall()
+        assert child is not None
+        child_mask = _sigblk(child.pid)
+        child.kill()
+        child.wait()
+        assert interrupts.interrupted
+        return raised, child_mask
+
+    raised, child_mask = asyncio.run(scenario())
+    assert raised
+    assert child_mask & (1 << (signal.SIGINT - 1))
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_ctrl_c_while_running_cancels_the_main_task():
+    async def scenario() -> Interrupts:
+        interrupts = Interrupts()
+        interrupts.install()
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.Event().wait()  # cancelled by the handler
+        finally:
+            interrupts.uninstall()
+        return interrupts
+
+    assert asyncio.run(scenario()).interrupted
+
+
+def _metrics(status: str, steps: int, completed: int = 0) -> dict:
+    run = ModeRun("on", True, Path("/nonexistent"), status=status)
+    metrics = mode_metrics(run, 2, 1.0)
+    metrics.update(steps=steps, completed=completed, requests=3)
+    return metrics
+
+
+def test_a_mode_that_measured_nothing_has_no_column_and_its_whole_cause():
+    cause = (
+        "failed: BalanceConfigError: " + "balance scheduling needs the seam; " * 12
+    ).strip()
+    off = _metrics("ok", steps=10, completed=3)
+    off["mode"] = "off"
+    on = _metrics(cause, steps=0)
+    table = format_table([off, on])
+    assert "balance off" in table and "balance on" not in table
+    assert "status" not in table  # the only column is ok
+    assert status_lines([off, on]) == [f"balance on: {cause} (nothing measured)"]
+    assert format_table([on]) == ""
+    partial = _metrics("interrupted", steps=5)
+    assert "status" in format_table([off, partial])
+    assert status_lines([partial]) == ["balance on: interrupted"]
+
+
+def test_failure_cause_is_one_whole_line():
+    long = RuntimeError("install a vLLM branch that carries the seam\n" * 20)
+    text = _one_line(long)
+    assert "\n" not in text and text.endswith("carries the seam")
+    assert text.startswith("RuntimeError: install")
+
+
+def test_vllm_logs_go_to_stderr_for_the_run(monkeypatch):
+    monkeypatch.delenv("VLLM_LOGGING_STREAM", raising=False)
+    monkeypatch.delenv("VLLM_LOGGING_CONFIG_PATH", raising=False)
+    handler = logging.StreamHandler(sys.stdout)
+    vllm_logger = logging.getLogger("vllm")
+    vllm_logger.addHandler(handler)
+    try:
+        with _vllm_logs_to_stderr():
+            assert handler.stream is sys.stderr
+            assert os.environ["VLLM_LOGGING_STREAM"] == "ext://sys.stderr"
+        assert handler.stream is sys.stdout
+        assert "VLLM_LOGGING_STREAM" not in os.environ
+        monkeypatch.setenv("VLLM_LOGGING_STREAM", "ext://sys.stdout")  # user's
+        with _vllm_logs_to_stderr():
+            assert handler.stream is sys.stdout
+    finally:
+        vllm_logger.removeHandler(handler)
+
+
+def test_temporary_work_dir_is_removed_on_error():
+    with pytest.raises(KeyboardInterrupt), _work_dir(None) as work:
+        (Path(work) / "x").write_text("x")
+        raise KeyboardInterrupt
+    assert not Path(work).exists()

@@ -4,6 +4,7 @@ length checks, the built-in workload; and the CLI's one-line errors."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,7 @@ def test_too_long_rejected_with_count_or_clipped(tmp_path):
     with pytest.raises(WorkloadError) as info:
         _load(path)
     assert str(info.value).startswith("2 request(s) do not fit")
+    assert "zero" not in str(info.value)
     assert "longest 5000+1" in str(info.value) and "--clip" in str(info.value)
     workload = _load(path, clip=True)
     assert workload.clipped == 2
@@ -198,7 +200,9 @@ def test_zero_tokens_need_clip():
     from dataclasses import replace
 
     zero = [replace(reqs[0], output_tokens=0)]
-    with pytest.raises(WorkloadError, match="1 with a zero count"):
+    with pytest.raises(
+        WorkloadError, match="builtin: output_tokens must be >= 1, got 0"
+    ):
         check_lengths(zero, 4096, 2, clip=False)
     fixed, clipped = check_lengths(zero, 4096, 2, clip=True)
     assert clipped == 1 and fixed[0].output_tokens == 1
@@ -240,9 +244,21 @@ def test_real_azure_trace_slice_reads_and_attributes():
         (["--trace", "{bad}"], "bad.csv:2: ContextTokens must be an integer"),
         (["--trace", "{good}", "--start", "999"], "the selection is empty"),
         (["--trace", "{good}", "--max-model-len", "100"], "do not fit"),
-        (["--rate-scale", "0"], "--rate-scale must be > 0"),
-        (["--time-scale", "-1"], "--time-scale must be > 0"),
-        (["--step-ms", "-3"], "step_ms must be >= 0"),
+        (["--rate-scale", "0"], "--rate-scale must be a finite number > 0, got 0"),
+        (["--time-scale", "-1"], "--time-scale must be a finite number > 0, got -1"),
+        (["--step-ms", "-3"], "--step-ms must be a finite number >= 0, got -3"),
+        (["--trace", "{tmp}"], "is a directory"),
+        (["--time-scale", "nan"], "--time-scale must be a finite number > 0"),
+        (["--rate-scale", "inf"], "--rate-scale must be a finite number > 0"),
+        (["--decode-kv-ms-per-1k", "nan"], "--decode-kv-ms-per-1k must be a finite"),
+        (["--start", "nan"], "--start must be a finite number >= 0"),
+        (["--duration", "inf"], "--duration must be a finite number > 0"),
+        (["--json", "/proc/out.json"], "--json /proc/out.json: cannot write in /proc"),
+        (["--json", "{tmp}"], "--json {tmp}: is a directory"),
+        (["--plot", "{tmp}/no/p.png"], "--plot {tmp}/no/p.png: directory"),
+        (["--plot", "{tmp}/p.xyz"], "unsupported image format .xyz"),
+        (["--run-dir", "{tmp}/no/run"], "--run-dir {tmp}/no/run: directory"),
+        (["--run-dir", "{bad}"], "--run-dir {bad}: not a directory"),
     ],
 )
 def test_cli_input_errors_are_one_line(tmp_path, capsys, argv, words):
@@ -250,10 +266,78 @@ def test_cli_input_errors_are_one_line(tmp_path, capsys, argv, words):
         "missing": tmp_path / "nope.csv",
         "bad": _write(tmp_path, HEADER + "2023-11-16 18:15:46,x,1\n", "bad.csv"),
         "good": _write(tmp_path, HEADER + GOOD_ROWS, "good.csv"),
+        "tmp": tmp_path,
     }
-    argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
+    names = {k: str(v) for k, v in files.items()}
+    argv = [a.format(**names) for a in argv]
+    before = set(Path(tempfile.gettempdir()).glob("vab-replay-*"))
     assert main(["replay", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("vllm-ascend-balance replay: error: ")
-    assert words in err
+    assert words.format(**names) in err
     assert "\n" not in err and "Traceback" not in err
+    # Nothing left behind: no temporary work dir, no run dir, no probe file.
+    assert set(Path(tempfile.gettempdir()).glob("vab-replay-*")) <= before
+    assert not (tmp_path / "run").exists()
+    assert not list(tmp_path.glob(".vab-write-test-*"))
+
+
+def test_a_bad_byte_anywhere_names_its_line(tmp_path):
+    rows = "".join(
+        f"2023-11-16 18:15:{46 + i // 1000}.{i:04d},10,5\n" for i in range(900)
+    )
+    path = tmp_path / "trace.csv"
+    path.write_bytes((HEADER + rows).encode() + b"2023-11-16 18:17:00,1\xff0,5\n")
+    assert path.stat().st_size > 8192  # past any sniffing buffer
+    with pytest.raises(WorkloadError) as info:
+        list(read_azure_csv(path))
+    assert str(info.value) == f"{path}:902: not UTF-8 text (byte 0xff at column 22)"
+    jsonl = tmp_path / "w.jsonl"
+    jsonl.write_bytes(
+        b'{"arrival_s": 0, "prompt_tokens": 1, "output_tokens": 1}\n\xc3(\n'
+    )
+    with pytest.raises(WorkloadError, match=r"w\.jsonl:2: not UTF-8 text"):
+        list(read_jsonl(jsonl))
+    first = tmp_path / "first.csv"
+    first.write_bytes(b"\xff\xfeT\x00")  # UTF-16: detection says so too
+    with pytest.raises(WorkloadError, match=r"first\.csv:1: not UTF-8 text"):
+        _load(first)
+
+
+@pytest.mark.parametrize("name", ["trace.csv", "w.jsonl"])
+def test_byte_order_mark_is_accepted(tmp_path, name):
+    text = (
+        HEADER + GOOD_ROWS
+        if name.endswith(".csv")
+        else '\n{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 3}\n'
+    )
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    workload = _load(path)
+    assert workload.kind == ("azure-csv" if name.endswith(".csv") else "jsonl")
+    assert workload.requests[0].prompt_tokens in (374, 10)
+
+
+@pytest.mark.parametrize(
+    "text, name, words",
+    [
+        (HEADER + "2023-11-16 18:15:46,0,5\n", "z.csv", "z.csv:2: ContextTokens must"),
+        (
+            HEADER + "2023-11-16 18:15:46,5,0\n",
+            "z.csv",
+            "z.csv:2: GeneratedTokens must",
+        ),
+        (
+            '{"arrival_s": 0, "prompt_tokens": 0, "output_tokens": 1}\n',
+            "z.jsonl",
+            "z.jsonl:1: prompt_tokens must",
+        ),
+    ],
+)
+def test_zero_token_count_is_named(tmp_path, text, name, words):
+    path = _write(tmp_path, text, name)
+    with pytest.raises(WorkloadError) as info:
+        _load(path)
+    assert str(info.value).startswith(f"{tmp_path}/{words} be >= 1, got 0")
+    assert "max-model-len" not in str(info.value)
+    assert _load(path, clip=True).clipped == 1

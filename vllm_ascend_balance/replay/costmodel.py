@@ -37,7 +37,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm.logger import init_logger
+from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
 

@@ -40,13 +40,13 @@ from vllm.distributed.utils import (
     stateless_destroy_torch_distributed_process_group,
     stateless_init_torch_distributed_process_group,
 )
-from vllm.logger import init_logger
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.executor.abstract import Executor
 from vllm.v1.kv_cache_interface import FullAttentionSpec
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes
 
+from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.costmodel import ReplaySettings
 from vllm_ascend_balance.replay.recorder import (
     RankRecorder,

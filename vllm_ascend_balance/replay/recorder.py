@@ -34,8 +34,7 @@ import json
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from vllm.logger import init_logger
-
+from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.scheduler import admission_cap
 
 logger = init_logger(__name__)

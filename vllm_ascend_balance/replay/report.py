@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm.logger import init_logger
-
+from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.recorder import read_records
 from vllm_ascend_balance.replay.runner import ModeRun
 
@@ -210,8 +209,31 @@ TABLE_ROWS: list[tuple[str, Any]] = [
 ]
 
 
+def measured(m: dict[str, Any]) -> bool:
+    """Whether a mode measured anything (a mode whose deployment never came
+    up, or that stopped before its first step, did not)."""
+    return bool(m["steps"] or m["completed"])
+
+
+def measured_modes(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in metrics if measured(m)]
+
+
+def results_header(summary: dict[str, Any], opts: Any) -> str:
+    """The line that opens the results on stdout."""
+    return (
+        f"=== replay results: {summary['requests']} requests, {summary['source']}, "
+        f"DP {opts.dp_size}, cap {opts.max_num_seqs}/rank, time scale "
+        f"{opts.time_scale:g} ==="
+    )
+
+
 def format_table(metrics: list[dict[str, Any]]) -> str:
-    """Side-by-side text table, one column per mode."""
+    """Side-by-side text table, one column per mode that measured something
+    (:func:`measured`); empty when none did."""
+    metrics = measured_modes(metrics)
+    if not metrics:
+        return ""
     heads = [f"balance {m['mode']}" for m in metrics]
     rows = [(label, [fn(m) for m in metrics]) for label, fn in TABLE_ROWS]
     # The cause of a failure can be long: the table shows its kind, the
@@ -242,14 +264,17 @@ def format_table(metrics: list[dict[str, Any]]) -> str:
 
 
 def status_lines(metrics: list[dict[str, Any]]) -> list[str]:
-    """One line per mode that did not finish normally."""
+    """One line per mode that did not finish normally, with its whole cause
+    (and whether it measured anything: such a mode has no table column)."""
     return [
-        f"balance {m['mode']}: {m['status']}" for m in metrics if m["status"] != "ok"
+        f"balance {m['mode']}: {m['status']}"
+        + ("" if measured(m) else " (nothing measured)")
+        for m in metrics
+        if m["status"] != "ok"
     ]
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1, default=str))
 
 
@@ -284,6 +309,5 @@ def plot_running(path: Path, metrics: list[dict[str, Any]], cap: int) -> None:
         ax.legend(loc="upper right", fontsize=7, ncol=3)
     axes[-1, 0].set_xlabel("modeled time (s)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -17,24 +17,28 @@ request's output length.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import os
 import random
+import signal
 import socket
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm.logger import init_logger
-
+from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.costmodel import (
     REPLAY_CONFIG_KEY,
     CostModel,
     ReplaySettings,
 )
 from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.recorder import rank_file
 from vllm_ascend_balance.replay.workload import ReplayRequest
 
 logger = init_logger(__name__)
@@ -103,6 +107,95 @@ class ModeRun:
     startup_s: float = 0.0
     results: list[RequestResult] = field(default_factory=list)
     status: str = "ok"  # "ok", "interrupted", "failed: <cause>"
+    started: bool = False  # the deployment came up
+
+
+#: Signals that stop a replay like Ctrl-C (SIGTERM: ``kill`` of the
+#: front-end; the engines are stopped and the work dir removed).
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupts:
+    """Ctrl-C (SIGINT; SIGTERM likewise) handling of a replay, installed in
+    the front-end's event loop by :meth:`install` (main thread only;
+    elsewhere it changes nothing).
+
+    The flag :attr:`interrupted` is set in the signal handler itself, so it
+    is already set when the consequences of the Ctrl-C (engines that died
+    of it) reach the front-end. The first Ctrl-C while the engines start
+    (:meth:`engine_startup`, a blocking call) raises ``KeyboardInterrupt``
+    there, which ``AsyncLLM`` start-up unwinds by stopping what it started;
+    any other cancels the replay's main task (the running mode stops its
+    engines and reports what it measured).
+    """
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self._raised = False
+        self._starting = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._previous: dict[int, Any] = {}
+        self._installed = False
+
+    def install(self) -> None:
+        """Take over SIGINT and SIGTERM for the current task (call inside the
+        running loop)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in _STOP_SIGNALS
+        }
+        self._installed = True
+
+    def uninstall(self) -> None:
+        if self._installed:
+            for sig, previous in self._previous.items():
+                signal.signal(sig, previous)
+            self._installed = False
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.interrupted = True
+        if self._starting and not self._raised:
+            self._raised = True
+            raise KeyboardInterrupt
+        if self._loop is not None and self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+
+    @contextlib.contextmanager
+    def engine_startup(self) -> Iterator[None]:
+        """Around ``AsyncLLM`` start-up: the engine processes are spawned
+        with SIGINT blocked (a child inherits its parent thread's signal
+        mask), so a Ctrl-C in the terminal, which reaches the whole process
+        group, does not kill them mid-import with a ``KeyboardInterrupt``
+        traceback each; the front-end alone handles it and stops them. A
+        helper thread that does not block SIGINT receives it meanwhile, so
+        the front-end's handler still runs promptly."""
+        if not self._installed:
+            yield
+            return
+        # Start multiprocessing's resource tracker now if it is not running:
+        # starting it unblocks SIGINT in the calling thread (it blocks, spawns
+        # and unblocks), which would undo the mask below.
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+        stop = threading.Event()
+        receiver = threading.Thread(
+            target=stop.wait, name="replay-sigint-receiver", daemon=True
+        )
+        receiver.start()
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self._starting = True
+            yield
+        finally:
+            self._starting = False
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+            stop.set()
+            receiver.join()
 
 
 def free_loopback_port() -> int:
@@ -171,17 +264,23 @@ async def run_mode(
     requests: list[ReplayRequest],
     opts: RunOptions,
     progress: Any = None,
+    interrupts: Interrupts | None = None,
 ) -> ModeRun:
     """Start a deployment, replay ``requests``, stop it. Never raises for an
-    engine failure or a cancellation (Ctrl-C): the returned :class:`ModeRun`
-    says so and holds what was measured."""
+    engine failure or a cancellation (Ctrl-C, see :class:`Interrupts`): the
+    returned :class:`ModeRun` says so and holds what was measured."""
     from vllm.sampling_params import RequestOutputKind, SamplingParams
     from vllm.v1.engine.async_llm import AsyncLLM
 
     mode = "on" if balance else "off"
     work = Path(opts.work_dir)
     run = ModeRun(mode, balance, work / f"balance-{mode}")
+    if interrupts is not None and interrupts.interrupted:
+        run.status = "interrupted"
+        return run
     run.run_dir.mkdir(parents=True, exist_ok=True)
+    for rank in range(opts.dp_size):  # records of an earlier run in --run-dir
+        rank_file(run.run_dir, rank).unlink(missing_ok=True)
     model = write_tiny_moe_model(work / "model", opts.max_model_len)
     # Engine processes are spawned and configure vLLM logging from the env.
     os.environ["VLLM_LOGGING_LEVEL"] = opts.log_level
@@ -189,8 +288,13 @@ async def run_mode(
 
     llm: Any = None
     started = time.monotonic()
+    startup = interrupts.engine_startup() if interrupts else contextlib.nullcontext()
     try:
-        llm = AsyncLLM.from_engine_args(_engine_args(opts, balance, run.run_dir, model))
+        with startup:
+            llm = AsyncLLM.from_engine_args(
+                _engine_args(opts, balance, run.run_dir, model)
+            )
+        run.started = True
         run.startup_s = time.monotonic() - started
         # A small lead so the first arrivals are not late while the loop
         # creates the request tasks.
@@ -238,7 +342,7 @@ async def run_mode(
         finally:
             for task in tasks:
                 task.cancel()
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, KeyboardInterrupt):
         run.status = "interrupted"
     except Exception as exc:  # engine start-up failure
         run.status = f"failed: {_one_line(exc)}"
@@ -279,5 +383,6 @@ def _route(request: ReplayRequest, opts: RunOptions) -> int | None:
 
 
 def _one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line, in full."""
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:300]
+    return f"{type(exc).__name__}: {text}"

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Replay input: trace readers, the built-in workload, selection and checks.
 
-Formats (``--trace FILE``; chosen by the file's first line):
+Formats (``--trace FILE``; chosen by the file's first non-blank line; UTF-8
+text, a byte-order mark is accepted):
 
 - Azure LLM inference trace CSV (Azure Public Dataset, e.g.
   ``AzureLLMInferenceTrace_conv.csv``): header
@@ -29,12 +30,13 @@ import json
 import math
 import random
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vllm.logger import init_logger
+from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
 
@@ -113,6 +115,40 @@ def _int_field(value: Any, name: str, where: str) -> int:
     return number
 
 
+@contextmanager
+def _open_text(path: Path) -> Iterator[Iterator[tuple[int, str]]]:
+    """``(line number, text)`` of every line of ``path``, decoded as UTF-8
+    (a leading byte-order mark is dropped; line ends are kept). A byte that
+    is not UTF-8, wherever it is, is a :class:`WorkloadError` naming its
+    line; a file that cannot be opened is one too."""
+    try:
+        f = path.open("rb")
+    except IsADirectoryError:
+        raise WorkloadError(f"{path}: is a directory") from None
+    except FileNotFoundError:
+        raise WorkloadError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read ({exc.strerror})") from None
+
+    def lines() -> Iterator[tuple[int, str]]:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise WorkloadError(
+                    f"{path}:{line_no}: not UTF-8 text (byte 0x{raw[exc.start]:02x} "
+                    f"at column {exc.start + 1})"
+                ) from None
+            yield line_no, text
+
+    try:
+        yield lines()
+    except OSError as exc:  # a read error (e.g. EIO, EISDIR on read)
+        raise WorkloadError(f"{path}: cannot read ({exc.strerror})") from None
+    finally:
+        f.close()
+
+
 def _parse_timestamp(text: str, where: str) -> datetime:
     """``YYYY-MM-DD HH:MM:SS[.f...]`` with any number of fractional digits
     (the Azure trace has 7, more than ``datetime`` parses)."""
@@ -136,8 +172,8 @@ def _parse_timestamp(text: str, where: str) -> datetime:
 def read_azure_csv(path: Path) -> Iterator[ReplayRequest]:
     """Rows of an Azure LLM inference trace CSV, arrivals relative to the
     first row. Raises :class:`WorkloadError` on a malformed row."""
-    with path.open(newline="") as f:
-        reader = csv.reader(f)
+    with _open_text(path) as lines:
+        reader = csv.reader(text for _, text in lines)
         header = next(reader, None)
         if header is None:
             raise WorkloadError(f"{path}:1: empty file")
@@ -182,8 +218,8 @@ def read_jsonl(path: Path) -> Iterator[ReplayRequest]:
     """Requests of a JSONL workload (format in the module docstring)."""
     previous = -math.inf
     index = 0
-    with path.open() as f:
-        for line_no, line in enumerate(f, start=1):
+    with _open_text(path) as lines:
+        for line_no, line in lines:
             where = f"{path}:{line_no}"
             if not line.strip():
                 continue
@@ -221,16 +257,12 @@ def read_jsonl(path: Path) -> Iterator[ReplayRequest]:
 
 
 def sniff_kind(path: Path) -> str:
-    """``"azure-csv"`` or ``"jsonl"`` from the first non-blank line."""
-    try:
-        with path.open() as f:
-            for line in f:
-                if line.strip():
-                    return "jsonl" if line.lstrip().startswith("{") else "azure-csv"
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise WorkloadError(f"{path}: not a text file") from None
+    """``"azure-csv"`` or ``"jsonl"`` from the first non-blank line (after a
+    byte-order mark, if any)."""
+    with _open_text(path) as lines:
+        for _, line in lines:
+            if line.strip():
+                return "jsonl" if line.lstrip().startswith("{") else "azure-csv"
     raise WorkloadError(f"{path}: empty file")
 
 
@@ -282,8 +314,14 @@ def select(
     the first selected one and divided by ``rate_scale`` (2 = twice the
     request rate). Reading stops early once past the window or limit, so a
     slice of a large trace does not read (or validate) the rest."""
-    if rate_scale <= 0:
-        raise WorkloadError(f"--rate-scale must be > 0, got {rate_scale}")
+    if not math.isfinite(rate_scale) or rate_scale <= 0:
+        raise WorkloadError(
+            f"--rate-scale must be a finite number > 0, got {rate_scale}"
+        )
+    if not math.isfinite(start_s) or start_s < 0:
+        raise WorkloadError(f"--start must be a finite number >= 0, got {start_s}")
+    if duration_s is not None and not (math.isfinite(duration_s) and duration_s > 0):
+        raise WorkloadError(f"--duration must be a finite number > 0, got {duration_s}")
     end = math.inf if duration_s is None else start_s + duration_s
     chosen: list[ReplayRequest] = []
     if limit is not None and limit < 1:
@@ -306,53 +344,70 @@ def select(
 
 
 def check_lengths(
-    requests: list[ReplayRequest], max_model_len: int, dp_size: int, clip: bool
+    requests: list[ReplayRequest],
+    max_model_len: int,
+    dp_size: int,
+    clip: bool,
+    fields: tuple[str, str] = ("prompt_tokens", "output_tokens"),
 ) -> tuple[list[ReplayRequest], int]:
     """Check every request fits the model and the deployment.
 
-    A request needs ``prompt_tokens + output_tokens <= max_model_len`` (vLLM
-    stops a request at the model length, so its output would be short), and
-    both counts >= 1. With ``clip``, too-long requests are shortened (output
-    first kept, prompt cut to fit, at least 1 token each) and counted;
-    zero counts are raised to 1 and counted too.
+    A request needs both counts >= 1 and ``prompt_tokens + output_tokens <=
+    max_model_len`` (vLLM stops a request at the model length, so its output
+    would be short). With ``clip``, zero counts are raised to 1 and
+    too-long requests are shortened (output first kept, prompt cut to fit,
+    at least 1 token each); both are counted.
+
+    Args:
+        fields: the input's names of the prompt and output counts, for
+            messages (``ContextTokens``/``GeneratedTokens`` in an Azure CSV).
 
     Returns:
         ``(requests, number clipped)``.
 
     Raises:
-        WorkloadError: without ``clip``, the count of requests that do not
-            fit (and the longest); a pinned ``rank`` outside ``0..dp_size-1``.
+        WorkloadError: without ``clip``, the first zero count (file, line and
+            field) or the count of requests that do not fit (and the
+            longest); a pinned ``rank`` outside ``0..dp_size-1``.
     """
-    out: list[ReplayRequest] = []
-    too_long = [
-        r
-        for r in requests
-        if r.prompt_tokens + r.output_tokens > max_model_len
-        or r.prompt_tokens < 1
-        or r.output_tokens < 1
-    ]
     for r in requests:
         if r.rank is not None and r.rank >= dp_size:
             raise WorkloadError(
                 f"{r.origin}: rank {r.rank} is outside the DP ranks 0..{dp_size - 1}"
             )
+    zero = [r for r in requests if r.prompt_tokens < 1 or r.output_tokens < 1]
+    too_long = [
+        r
+        for r in requests
+        if r.prompt_tokens >= 1
+        and r.output_tokens >= 1
+        and r.prompt_tokens + r.output_tokens > max_model_len
+    ]
+    if zero and not clip:
+        first = zero[0]
+        field = fields[0] if first.prompt_tokens < 1 else fields[1]
+        others = f"; {len(zero)} request(s) with a zero count" if len(zero) > 1 else ""
+        raise WorkloadError(
+            f"{first.origin}: {field} must be >= 1, got 0{others}; pass --clip "
+            f"to raise zero counts to 1"
+        )
     if too_long and not clip:
         longest = max(too_long, key=lambda r: r.prompt_tokens + r.output_tokens)
-        zero = sum(r.prompt_tokens < 1 or r.output_tokens < 1 for r in too_long)
         raise WorkloadError(
             f"{len(too_long)} request(s) do not fit: prompt + output must be "
-            f"<= --max-model-len {max_model_len} and both >= 1 ({zero} with a "
-            f"zero count; longest {longest.prompt_tokens}+{longest.output_tokens} "
-            f"at {longest.origin}); raise --max-model-len or pass --clip"
+            f"<= --max-model-len {max_model_len} (longest "
+            f"{longest.prompt_tokens}+{longest.output_tokens} at {longest.origin}); "
+            f"raise --max-model-len or pass --clip"
         )
-    bad = {id(r) for r in too_long}
+    bad = {id(r) for r in zero + too_long}
+    out: list[ReplayRequest] = []
     for r in requests:
         if id(r) in bad:
             output = max(1, min(r.output_tokens, max_model_len - 1))
             prompt = max(1, min(r.prompt_tokens, max_model_len - output))
             r = replace(r, prompt_tokens=prompt, output_tokens=output)
         out.append(r)
-    return out, len(too_long)
+    return out, len(bad)
 
 
 def load_workload(
@@ -378,7 +433,9 @@ def load_workload(
         requests: Iterable[ReplayRequest] = builtin_requests(seed)
     else:
         path = Path(trace)
-        if not path.is_file():
+        if path.is_dir():
+            raise WorkloadError(f"{path}: is a directory")
+        if not path.exists():
             raise WorkloadError(f"{path}: no such file")
         kind, requests = read_trace(path)
         source = str(path)
@@ -398,5 +455,10 @@ def load_workload(
             + (f", limit {limit}" if limit is not None else "")
             + ")"
         )
-    checked, clipped = check_lengths(chosen, max_model_len, dp_size, clip)
+    fields = (
+        ("ContextTokens", "GeneratedTokens")
+        if kind == "azure-csv"
+        else ("prompt_tokens", "output_tokens")
+    )
+    checked, clipped = check_lengths(chosen, max_model_len, dp_size, clip, fields)
     return Workload(checked, source, kind, clipped)
