@@ -12,10 +12,14 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 @pytest.fixture(autouse=True)
 def _capture_vllm_logs(caplog: pytest.LogCaptureFixture):
-    """vLLM's ``vllm`` logger does not propagate to the root logger, and the
-    package logs under it (vllm_ascend_balance/logger.py): hand caplog's
-    handler to it so tests can read those records."""
+    """The package logs under vLLM's ``vllm`` logger (vllm_ascend_balance/
+    logger.py), which vLLM's logging config stops from propagating to the
+    root logger in some releases: hand caplog's handler to it then, so tests
+    read each record once."""
     vllm_logger = logging.getLogger("vllm")
+    if vllm_logger.propagate:  # records reach caplog through the root logger
+        yield
+        return
     vllm_logger.addHandler(caplog.handler)
     yield
     vllm_logger.removeHandler(caplog.handler)
