@@ -11,34 +11,22 @@ test runs and must never be reverted from here.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from tests.support.lanes import PIN_FILES, REPO_ROOT, current_lane, pin_tag
+from tests.support.series_tool import SERIES_PY, series
 
 SCHEDULER_REL = "vllm/v1/core/sched/scheduler.py"
 SEAM = "_should_stop_admitting_waiting"
-SERIES_PY = REPO_ROOT / "upstream_patch" / "series.py"
 
 
-def _load_series() -> ModuleType:
-    # series.py is a stdlib-only script, not a package module: load it by path.
-    spec = importlib.util.spec_from_file_location("vab_series_tool", SERIES_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-series = _load_series()
 LANE = current_lane()
 OTHER_LANE = next(name for name in PIN_FILES if name != LANE)
 

@@ -27,7 +27,6 @@ by the tests):
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import re
@@ -40,7 +39,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import REPO_ROOT, current_lane, pin_tag
+from tests.support.lanes import current_lane, pin_tag
+from tests.support.series_tool import series
 
 LANE = current_lane()
 SEAM_TESTS = {
@@ -102,18 +102,6 @@ def pytest_collection_modifyitems(config, items):
     with open(os.environ["VAB_DESELECTED_OUT"], "w") as out:
         json.dump(sorted(item.nodeid for item in drop), out)
 """
-
-
-def _load_series():
-    path = REPO_ROOT / "upstream_patch" / "series.py"
-    spec = importlib.util.spec_from_file_location("vab_series_tool", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-series = _load_series()
 
 
 def _write_fake_hub(hf_home: Path) -> None:

@@ -17,18 +17,10 @@ from unittest import mock
 
 from vllm.v1.core.sched import async_scheduler as installed_async_mod
 
-from tests.support.lanes import REPO_ROOT, current_lane
+from tests.support.lanes import current_lane
+from tests.support.series_tool import series
 
 SCHED_REL = Path("vllm/v1/core/sched")
-
-
-def _load_series() -> ModuleType:
-    path = REPO_ROOT / "upstream_patch" / "series.py"
-    spec = importlib.util.spec_from_file_location("vab_series_tool", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _exec_module(name: str, path: Path) -> ModuleType:
@@ -51,7 +43,7 @@ def original_classes() -> tuple[type, type]:
     original Scheduler (reusing the installed class's methods would not work:
     their zero-argument ``super()`` is bound to the installed class).
     """
-    tree = _load_series().sdist(current_lane())
+    tree = series.sdist(current_lane())
     original = _exec_module("vab_original_scheduler", tree / SCHED_REL / "scheduler.py")
     async_src = tree / SCHED_REL / "async_scheduler.py"
     assert async_src.read_bytes() == Path(installed_async_mod.__file__).read_bytes()
