@@ -160,6 +160,10 @@ def _rank_main(
             }
         )
     )
+    # Torch's store/gloo threads occasionally abort interpreter teardown
+    # ("terminate called without an active exception") after all work is
+    # done; skip C++ static destructors so exit code 0 means "finished".
+    os._exit(0)
 
 
 def run_dp(dp_size: int, warmup: int, calls: int) -> tuple[list[dict], Any]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -217,10 +218,15 @@ def _rank_main(
                     "has_buffer": hasattr(sched, "balance_gathered"),
                 }
             )
+    Path(out_path).write_text(json.dumps({"steps": records, "disabled": disabled}))
     # As DPEngineCoreProc.shutdown() does; without it teardown lingers.
     for dp_group in groups:
         stateless_destroy_torch_distributed_process_group(dp_group)
-    Path(out_path).write_text(json.dumps({"steps": records, "disabled": disabled}))
+    # Interpreter teardown of torch's store/gloo threads occasionally aborts
+    # ("terminate called without an active exception") after all work is
+    # done; exit without C++ static destructors so exit code 0 keeps meaning
+    # "this rank finished its steps".
+    os._exit(0)
 
 
 def _run_ranks(
