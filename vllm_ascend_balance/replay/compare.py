@@ -1,26 +1,29 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Compare modes over repeated runs, each metric against its noise band.
+"""Compare modes over repeated runs, each metric against its noise.
 
-Every mode runs ``--repeat`` times. For each metric, a mode's value is the
-mean over its runs and its *spread* the largest minus the smallest run
-(A/A runs: the same configuration, so the spread is pure noise). A mode is
-compared with the baseline (the first mode) by the difference of means,
-judged against the *band* ``max(spread(baseline), spread(mode))``:
+Every mode runs ``--repeat`` R times. For each metric, a mode's value is the
+mean over its runs, with the half-width of its 99 % confidence interval
+(Student's t with R-1 degrees of freedom; runs of one mode are A/A runs, so
+their scatter is the noise). A mode is compared with the baseline (the first
+mode) by the difference of the means, judged against the *band*: the
+half-width of the 99 % confidence interval of that difference (pooled
+variance, ``R_base + R_mode - 2`` degrees of freedom):
 
 - ``|difference| <= band``: "~ no effect" (inside the noise);
 - beyond it: an effect, printed with its sign and relative size;
-- no band (one run per mode and no A/A pair): "?", never an effect.
+- one run per mode: no band, "?", never an effect.
 
-With one run per mode but an A/A pair among the modes (``--mode aa``, or the
-same mode twice), the band is the A/A pair's difference.
-
-The band is the observed range, not a confidence interval: with two runs per
-mode the chance that pure noise lands outside it is small but not zero (a
-few percent per metric); more repeats tighten the means, not the band.
+When every run of both modes gave the same value (a deterministic metric,
+e.g. the frozen share with balance off), the band is 0 and any difference
+is an effect. Why a t interval and not the range of the runs: with two runs
+per mode the range is a poor estimate of the noise, and pure noise lands
+outside it about one time in five (``tests/test_replay_compare.py`` checks
+both rates).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,6 +66,20 @@ METRICS: tuple[MetricSpec, ...] = (
 )
 
 
+#: Two-sided 99 % quantiles of Student's t by degrees of freedom (larger
+#: df: the nearest smaller entry, conservative; beyond 30: the normal's).
+_T99 = {1: 63.657, 2: 9.925, 3: 5.841, 4: 4.604, 5: 4.032, 6: 3.707, 7: 3.499,
+        8: 3.355, 9: 3.250, 10: 3.169, 12: 3.055, 15: 2.947, 20: 2.845,
+        30: 2.750}  # fmt: skip
+
+
+def t99(df: int) -> float:
+    """The two-sided 99 % quantile of Student's t with ``df`` >= 1."""
+    if df > 30:
+        return 2.576
+    return _T99[max(k for k in _T99 if k <= df)]
+
+
 @dataclass(frozen=True)
 class Cell:
     """One metric of one mode over its runs."""
@@ -74,9 +91,20 @@ class Cell:
         return sum(self.values) / len(self.values) if self.values else None
 
     @property
-    def spread(self) -> float | None:
-        """Largest minus smallest run; None with fewer than two runs."""
-        return max(self.values) - min(self.values) if len(self.values) > 1 else None
+    def variance(self) -> float | None:
+        """Sample variance (n-1); None with fewer than two runs."""
+        n, mean = len(self.values), self.mean
+        if n < 2 or mean is None:
+            return None
+        return sum((x - mean) ** 2 for x in self.values) / (n - 1)
+
+    @property
+    def ci99(self) -> float | None:
+        """Half-width of the 99 % confidence interval of the mean."""
+        n, var = len(self.values), self.variance
+        if var is None:
+            return None
+        return t99(n - 1) * math.sqrt(var / n)
 
 
 @dataclass(frozen=True)
@@ -85,7 +113,7 @@ class Verdict:
 
     Attributes:
         diff: mean(mode) - mean(baseline), or None when either is missing.
-        band: the noise band it is judged against, or None (no band).
+        band: the 99 % confidence half-width of ``diff``, or None (no band).
         effect: True beyond the band, False inside it, None without a band.
     """
 
@@ -101,7 +129,7 @@ class Comparison:
     modes: tuple[Mode, ...]
     cells: dict[str, dict[str, Cell]]
     verdicts: dict[str, dict[str, Verdict]]
-    band_source: str  # "repeats", "A/A pair" or "none"
+    banded: bool  # every mode has two runs or more
 
 
 def cell(spec: MetricSpec, runs: list[RunMetrics]) -> Cell:
@@ -109,12 +137,29 @@ def cell(spec: MetricSpec, runs: list[RunMetrics]) -> Cell:
     return Cell(tuple(float(v) for v in values if v is not None))
 
 
-def judge(base: Cell, other: Cell, band: float | None) -> Verdict:
-    """The verdict of ``other`` against ``base`` for noise band ``band``."""
+def difference_band(base: Cell, other: Cell) -> float | None:
+    """Half-width of the 99 % confidence interval of ``mean(other) -
+    mean(base)`` (pooled variance); None unless both have two runs or more."""
+    n1, n2 = len(base.values), len(other.values)
+    v1, v2 = base.variance, other.variance
+    if v1 is None or v2 is None:
+        return None
+    df = n1 + n2 - 2
+    pooled = ((n1 - 1) * v1 + (n2 - 1) * v2) / df
+    return t99(df) * math.sqrt(pooled * (1 / n1 + 1 / n2))
+
+
+def judge(base: Cell, other: Cell) -> Verdict:
+    """The verdict of ``other`` against ``base`` (see the module docstring)."""
+    band = difference_band(base, other)
     if base.mean is None or other.mean is None:
         return Verdict(None, band, None)
     diff = other.mean - base.mean
-    return Verdict(diff, band, None if band is None else abs(diff) > band)
+    if band is None:
+        return Verdict(diff, None, None)
+    # Float noise of identical deterministic values is not an effect.
+    tiny = 1e-9 * max(abs(base.mean), abs(other.mean), 1.0)
+    return Verdict(diff, band, abs(diff) > max(band, tiny))
 
 
 def rank_metrics(dp_size: int) -> tuple[MetricSpec, ...]:
@@ -145,34 +190,13 @@ def compare(
         spec.label: {m.label: cell(spec, runs.get(m.label, [])) for m in modes}
         for spec in specs
     }
-    repeated = all(len(runs.get(m.label, [])) > 1 for m in modes)
-    pairs = [
-        (a.label, b.label)
-        for i, a in enumerate(modes)
-        for b in modes[i + 1 :]
-        if a.config == b.config
-    ]
-    source = "repeats" if repeated else "A/A pair" if pairs else "none"
     base = modes[0].label
-    verdicts: dict[str, dict[str, Verdict]] = {}
-    for spec in specs:
-        row = cells[spec.label]
-        out: dict[str, Verdict] = {}
-        for mode in modes[1:]:
-            band: float | None = None
-            if source == "repeats":
-                spreads = [row[base].spread, row[mode.label].spread]
-                band = max(s for s in spreads if s is not None)
-            elif source == "A/A pair":
-                diffs = [_abs_diff(row[a], row[b]) for a, b in pairs]
-                known = [d for d in diffs if d is not None]
-                band = max(known) if known else None
-            out[mode.label] = judge(row[base], row[mode.label], band)
-        verdicts[spec.label] = out
-    return Comparison(tuple(modes), cells, verdicts, source)
-
-
-def _abs_diff(a: Cell, b: Cell) -> float | None:
-    if a.mean is None or b.mean is None:
-        return None
-    return abs(a.mean - b.mean)
+    verdicts = {
+        spec.label: {
+            m.label: judge(cells[spec.label][base], cells[spec.label][m.label])
+            for m in modes[1:]
+        }
+        for spec in specs
+    }
+    repeated = all(len(runs.get(m.label, [])) > 1 for m in modes)
+    return Comparison(tuple(modes), cells, verdicts, repeated)

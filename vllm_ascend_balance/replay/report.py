@@ -2,9 +2,8 @@
 """The replay's output: the comparison table, starvation and status lines,
 the JSON file and the plot. Reads only records, metrics and the comparison.
 
-Table cells are ``mean ±half-spread`` over a mode's runs (every run within
-that range); the verdict columns judge each mode against the baseline with
-the band of :mod:`.compare`.
+Table cells are ``mean ±99 % confidence half-width`` over a mode's runs; the
+verdict columns judge each mode against the baseline (:mod:`.compare`).
 """
 
 from __future__ import annotations
@@ -31,9 +30,9 @@ def _num(value: float, spec: MetricSpec) -> str:
 def format_cell(c: Cell, spec: MetricSpec) -> str:
     if c.mean is None:
         return "-"
-    if c.spread is None:
+    if c.ci99 is None:
         return _num(c.mean, spec)
-    return f"{_num(c.mean, spec)} ±{_num(c.spread / 2, spec)}"
+    return f"{_num(c.mean, spec)} ±{_num(c.ci99, spec)}"
 
 
 def format_verdict(v: Verdict, base: Cell, spec: MetricSpec) -> str:
@@ -42,7 +41,7 @@ def format_verdict(v: Verdict, base: Cell, spec: MetricSpec) -> str:
     if v.effect is None:
         return f"? {_signed(v.diff, spec)} (no band)"
     if not v.effect:
-        return "~ no effect"
+        return f"~ no effect ({_signed(v.diff, spec)} ±{_num(v.band or 0.0, spec)})"
     text = _signed(v.diff, spec)
     if not spec.share and base.mean:
         text += f" ({100 * v.diff / base.mean:+.0f}%)"
@@ -95,14 +94,13 @@ def format_table(
 
 
 def band_note(comparison: Comparison, repeat: int) -> str:
-    if comparison.band_source == "repeats":
+    if comparison.banded:
         return (
-            f"±: half the spread of {repeat} runs per mode (run in ABBA order); "
-            "'~ no effect': the difference is inside the larger spread of the "
-            "two modes (A/A noise)."
+            f"±: 99% confidence half-width over {repeat} runs per mode (ABBA "
+            "order, each run warmed up); vs: difference of means, '~ no "
+            "effect' when inside the 99% confidence half-width of the "
+            "difference."
         )
-    if comparison.band_source == "A/A pair":
-        return "band: the difference between the A/A pair's runs."
     return (
         "no noise band (one run per mode): use --repeat 2 or more; '?' is not "
         "an effect."

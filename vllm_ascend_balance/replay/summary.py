@@ -65,7 +65,7 @@ def print_results(
     _warn_no_gathers(measured, metrics)
     payload["runs"] = [report.run_json(r, metrics.get(id(r))) for r in runs]
     payload["comparison"] = {
-        "band_source": comparison.band_source,
+        "banded": comparison.banded,
         "baseline": modes[0].label,
         "metrics": {
             label: {
