@@ -76,5 +76,7 @@ def test_known_effect_is_reported_with_bands(replay):
     assert any(x.startswith("rank 1 TTFT p99 (ms)") for x in lines)
     assert any(x.startswith("TTFT p99 worst rank (ms)") for x in lines)
     assert any("99% confidence" in x for x in lines)
+    (done,) = [x for x in lines if x.startswith("completed requests")]
+    assert done.split()[2:] == [f"{CAP + 10}/{CAP + 10}"] * 2
     (starved,) = [x for x in lines if x.startswith("starvation (on)")]
     assert "most on rank 1" in starved
