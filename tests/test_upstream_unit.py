@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import current_lane, pin_tag
+from tests.support.lanes import current_lane, pin_tag, platform_missing_reason
 from tests.support.series_tool import series
 
 LANE = current_lane()
@@ -214,6 +214,12 @@ def _run_upstream(root: Path, files: list[str], *pytest_args: str):
         VAB_DESELECT=json.dumps(sorted(deselect)),
         VAB_DESELECTED_OUT=str(deselected_out),
     )
+    if platform_missing_reason():
+        # Upstream's create_scheduler() builds a DeviceConfig("auto"), which
+        # needs a platform; a VLLM_TARGET_DEVICE=empty install has none. An
+        # explicit CPU target is vLLM's own switch for that (the scheduler
+        # under test never touches a device).
+        env["VLLM_TARGET_DEVICE"] = "cpu"
     result = subprocess.run(
         [
             sys.executable,
