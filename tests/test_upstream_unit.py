@@ -43,10 +43,10 @@ from tests.support.lanes import current_lane, pin_tag
 from tests.support.series_tool import series
 
 LANE = current_lane()
-SEAM_TESTS = {
-    "test_should_stop_admitting_waiting_default",
-    "test_should_stop_admitting_waiting_override",
-}
+SEAM_TEST = "test_should_stop_admitting_waiting_override"
+# The series adds one behaviour test, parametrized over sync and async
+# scheduling (pytest ids of ``async_scheduling`` False/True).
+SEAM_CASES = {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
 SNAPSHOT = "0" * 39 + "1"  # any 40-hex commit id; refs/main points at it
 
 # Real OPT configs (public facts of the checkpoints; no weights are needed:
@@ -272,9 +272,10 @@ def test_upstream_seam_tests_pass_against_the_patched_install(upstream_tree):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert not _failed(outcomes)
     ran = {name.rsplit("::", 1)[-1]: kind for name, kind in outcomes.items()}
-    # The two tests our patch adds ran (not deselected, not skipped) and passed.
-    assert {test: ran.get(test) for test in SEAM_TESTS} == dict.fromkeys(
-        SEAM_TESTS, "passed"
+    # Both cases of the test our patch adds ran (not deselected, not skipped)
+    # and passed.
+    assert {case: ran.get(case) for case in SEAM_CASES} == dict.fromkeys(
+        SEAM_CASES, "passed"
     ), summary
     match = re.search(r"(\d+) passed", summary)
     assert match and int(match.group(1)) == len(outcomes) - list(
@@ -285,13 +286,14 @@ def test_upstream_seam_tests_pass_against_the_patched_install(upstream_tree):
 
 
 def test_upstream_seam_tests_alone(upstream_tree):
-    """Exactly the two new tests, selected by name: both collected, both pass."""
+    """Exactly the new test, selected by name: its sync and async cases are
+    collected and pass (and nothing else matches the name)."""
     result, summary, outcomes, deselected = _run_upstream(
         upstream_tree, ["test_scheduler.py"], "-k", "should_stop_admitting_waiting"
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"\b2 passed\b", summary), summary
-    assert {name.rsplit("::", 1)[-1] for name in outcomes} == SEAM_TESTS
+    assert {name.rsplit("::", 1)[-1] for name in outcomes} == SEAM_CASES
     assert set(outcomes.values()) == {"passed"}
 
 
