@@ -331,11 +331,22 @@ def test_refuses_a_site_without_vllm(tmp_path):
 
 
 def test_installed_vllm_is_the_pinned_release_plus_the_series(sdist_tree, tmp_path):
+    """Whichever way the lane installs the series (``series.py apply`` on a
+    wheel, or ``git am`` on the fork branch it installs from source), the
+    installed ``scheduler.py`` is the sdist's plus the series, nothing else."""
     import vllm.v1.core.sched.scheduler as installed
+
+    from vllm_ascend_balance.vllm_install import (
+        FORK_BRANCH,
+        PATCHED_WHEEL,
+        inspect_install,
+    )
 
     site, version = series.installed_vllm()
     assert f"v{version}" == pin_tag(LANE)
-    assert series.status(LANE)
+    install = inspect_install()
+    assert install is not None
+    assert install.kind == (FORK_BRANCH if LANE == "fork" else PATCHED_WHEEL)
     installed_bytes = Path(installed.__file__).read_bytes()
     assert installed_bytes == _patched_copy(sdist_tree, tmp_path).read_bytes()
     # And the reverse: taking the series back out gives the pristine sdist
@@ -349,9 +360,11 @@ def test_installed_vllm_is_the_pinned_release_plus_the_series(sdist_tree, tmp_pa
     assert (reverted / SCHEDULER_REL).read_bytes() == (
         sdist_tree / SCHEDULER_REL
     ).read_bytes()
-    # apply() kept a pristine backup for revert; it must be the release file.
-    backup = site / series.STATE_DIR_NAME / "pristine" / SCHEDULER_REL
-    assert backup.read_bytes() == (sdist_tree / SCHEDULER_REL).read_bytes()
+    if install.kind == PATCHED_WHEEL:
+        assert series.status(LANE)
+        # apply() kept a pristine backup for revert; it must be the release file.
+        backup = site / series.STATE_DIR_NAME / "pristine" / SCHEDULER_REL
+        assert backup.read_bytes() == (sdist_tree / SCHEDULER_REL).read_bytes()
 
 
 def test_installed_schedule_calls_the_seam():
