@@ -5,7 +5,10 @@ Composed at activation time onto the class the configuration would use
 (``Scheduler``, ``AsyncScheduler`` or a ``scheduler_cls`` subclass), e.g.
 ``type("BalanceAsyncScheduler", (BalanceSchedulerMixin, AsyncScheduler), {})``.
 It overrides only ``Scheduler._should_stop_admitting_waiting()``, the seam
-added by ``upstream_patch/``; ``schedule()`` itself is upstream's.
+added by ``upstream_patch/``; ``schedule()`` itself is upstream's. The seam
+is asked only after upstream's own admission-cap check, which stays inline in
+the WAITING loop, and its default returns False: the gate can close
+admission, never admit past the cap.
 """
 
 from __future__ import annotations
@@ -100,11 +103,15 @@ class BalanceSchedulerMixin:
         )
 
     def _should_stop_admitting_waiting(self) -> bool:
+        """True while frozen; otherwise whatever the next class in the MRO
+        says (upstream's default: False, a ``scheduler_cls`` may add its own
+        policy)."""
         return self.balance_frozen or self._balance_next_seam()
 
 
 def _missing_seam(self: Any) -> bool:
     raise TypeError(
         f"{type(self).__name__} has no Scheduler.{SEAM}() to extend: the "
-        f"installed vLLM lacks the seam; apply upstream_patch/ to it"
+        f"installed vLLM lacks the seam; install a vLLM carrying "
+        f"upstream_patch/ (a fork branch with the series, or series.py apply)"
     )
