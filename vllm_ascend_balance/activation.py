@@ -290,12 +290,35 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
     @functools.wraps(create_engine_config)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         vllm_config = create_engine_config(self, *args, **kwargs)
-        if plan_activation(vllm_config).active:
+        try:
+            plan = plan_activation(vllm_config)
+        except BalanceConfigError:
+            _print_config_errors_in_one_line()
+            raise
+        if plan.active:
             metrics.serve_from_front_end()
         return vllm_config
 
     checked.__vab_checked__ = True  # type: ignore[attr-defined]
     return checked
+
+
+def _print_config_errors_in_one_line() -> None:
+    """Make an uncaught :class:`BalanceConfigError` print as one error line
+    (``vllm serve`` would otherwise show the stack through vLLM's front-end);
+    callers that catch the exception are unaffected. Idempotent."""
+    previous = sys.excepthook
+    if getattr(previous, "__vab_one_line__", False):
+        return
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if issubclass(exc_type, BalanceConfigError):
+            logger.error("balance scheduling: %s", exc)
+        else:
+            previous(exc_type, exc, tb)
+
+    hook.__vab_one_line__ = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def register() -> None:
