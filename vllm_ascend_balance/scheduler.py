@@ -4,8 +4,9 @@
 Composed at activation time onto the class the configuration would use
 (``Scheduler``, ``AsyncScheduler`` or a ``scheduler_cls`` subclass), e.g.
 ``type("BalanceAsyncScheduler", (BalanceSchedulerMixin, AsyncScheduler), {})``.
-It overrides only ``Scheduler._should_stop_admitting_waiting()``, the seam
-added by ``upstream_patch/``; ``schedule()`` itself is upstream's.
+It overrides ``Scheduler._should_stop_admitting_waiting()``, the seam added
+by ``upstream_patch/``, and wraps ``schedule()`` only to check its output
+afterwards (the tripwire); the scheduling itself is upstream's.
 """
 
 from __future__ import annotations
