@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     _print_install()
     from vllm_ascend_balance.activation import has_seam, plan_activation
-    from vllm_ascend_balance.config import BalanceConfigError
+    from vllm_ascend_balance.config import MAX_FROZEN_SETTING, BalanceConfigError
     from vllm_ascend_balance.scheduler import SEAM
 
     print(f"seam present:          {has_seam()} (Scheduler.{SEAM})")
@@ -150,6 +150,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"setting:               {plan.requested} (from {plan.source})")
     if plan.scheduler_cls is not None:
         print(f"scheduler class:       {plan.scheduler_cls.__qualname__}")
+    if plan.active:
+        # plan_activation refuses a scheduler_cls the gate cannot reach.
+        print(f"gate reaches seam:     yes (Scheduler.{SEAM})")
+    if plan.requested:
+        bound = plan.max_frozen_steps
+        print(
+            f"freeze bound:          {'unbounded' if bound is None else bound} "
+            f"({MAX_FROZEN_SETTING})"
+        )
     print(f"would activate:        {plan.active}")
     for note in plan.notes:
         print(f"  - {note}")
