@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 STREAM_ENV = "VLLM_LOGGING_STREAM"
 CONFIG_ENV = "VLLM_LOGGING_CONFIG_PATH"
@@ -35,7 +36,7 @@ def vllm_logs_to_stderr() -> Iterator[None]:
         yield
         return
     os.environ[STREAM_ENV] = "ext://sys.stderr"
-    moved: list[tuple[logging.StreamHandler, object]] = []
+    moved: list[tuple[logging.StreamHandler, Any]] = []
     for handler in logging.getLogger("vllm").handlers:
         if isinstance(handler, logging.StreamHandler) and handler.stream in (
             sys.stdout,
@@ -47,4 +48,4 @@ def vllm_logs_to_stderr() -> Iterator[None]:
     finally:
         os.environ.pop(STREAM_ENV, None)
         for handler, stream in moved:
-            handler.setStream(stream)  # type: ignore[arg-type]
+            handler.setStream(stream)
