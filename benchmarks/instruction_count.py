@@ -41,6 +41,8 @@ PAIRS = {
     "refactor": ("original", "patched"),
 }
 RUN_TIMEOUT_S = 3 * 3600  # hang guard only
+#: One-request schedule() calls per class before any row is counted.
+CLASS_WARMUP = 16
 
 
 def find_valgrind() -> str | None:
@@ -61,7 +63,7 @@ def count_once(
     *,
     pairs: list[str],
     queues: list[int],
-    calls: int,
+    calls: dict[int, int],
     warmup: int,
 ) -> dict[tuple[str, int, str], float]:
     """One valgrind run: instructions per call for every (pair, queue, side)."""
@@ -74,8 +76,9 @@ def count_once(
                 {
                     "pairs": pairs,
                     "queues": queues,
-                    "calls": calls,
+                    "calls": {str(w): k for w, k in calls.items()},
                     "warmup": warmup,
+                    "class_warmup": CLASS_WARMUP,
                     "manifest": str(manifest),
                 }
             ),
@@ -109,9 +112,11 @@ def count_once(
             key = (entry["pair"], int(entry["waiting"]), entry["side"])
             ir = _total_ir(work / f"cachegrind.out.{entry['pid']}")
             totals.setdefault(key, {})[int(entry["calls"])] = ir
-    return {
-        key: (by_n[2 * calls] - by_n[calls]) / calls for key, by_n in totals.items()
-    }
+    per_call = {}
+    for key, by_n in totals.items():
+        k = calls[key[1]]
+        per_call[key] = (by_n[2 * k] - by_n[k]) / k
+    return per_call
 
 
 def run(
@@ -121,7 +126,7 @@ def run(
     pairs: list[str],
     queues: list[int],
     runs: int,
-    calls: int,
+    calls: dict[int, int],
     warmup: int,
     goal: float,
     seam_calls: dict[int, int],
@@ -150,9 +155,10 @@ def run(
     ratio_cols = " ".join(f"{f'ratio {i + 1}':>8}" for i in range(runs))
     lines = [
         header,
-        f"per call = (Ir({2 * calls} calls) - Ir({calls} calls)) / {calls}, "
-        f"after {warmup} warm-up calls; {runs} independent valgrind runs; "
-        "cachegrind --cache-sim=no",
+        "per call = (Ir(2K calls) - Ir(K calls)) / K, K = "
+        + ", ".join(f"{k} ({w} waiting)" for w, k in calls.items())
+        + f"; after {CLASS_WARMUP} warm-up calls per class and {warmup} per row; "
+        f"{runs} independent valgrind runs; cachegrind --cache-sim=no",
     ]
     rows: list[dict[str, Any]] = []
     failures = 0
@@ -212,8 +218,9 @@ def run(
     return {
         "goal": goal,
         "runs": runs,
-        "calls": calls,
+        "calls": {str(w): k for w, k in calls.items()},
         "warmup": warmup,
+        "class_warmup": CLASS_WARMUP,
         "rows": rows,
         "largest_spread": worst_spread,
         "within_goal": len(rows) - failures,

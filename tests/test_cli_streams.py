@@ -1,13 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """The package's commands print their results on stdout and vLLM's log lines
-on stderr, on every lane (vLLM 0.27.1 logs to stdout by default).
+on stderr, on every lane.
 
-``doctor`` runs as users run it (console script and ``python -m``) in a
-subprocess with vLLM's INFO logging on, so there are log lines to route.
+vLLM logs to ``VLLM_LOGGING_STREAM`` (default stdout) once its logging is
+configured: 0.27.1 configures it when ``vllm`` is imported, 0.32.0 only when
+an engine or a front-end applies its ``LoggingConfig`` (until then Python's
+last-resort handler writes warnings to stderr). ``doctor`` runs here as
+users run it (console script, ``python -m``), and in a process whose vLLM
+logging is configured as in an engine, with a legacy config key so that a
+warning (the deprecation notice, logged under vLLM's logger tree) is there
+to route.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -17,49 +24,83 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
-#: A vLLM log line: "INFO 11-30 21:11:16 [file.py:53] ..." (level, date, time).
-LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d ")
-#: doctor's own lines: "label:   value" or "  - note".
-REPORT_LINE = re.compile(r"^([a-zA-Z][a-zA-Z ]+:\s|  - )")
+LEGACY = json.dumps({"enable_balance_scheduling": True})
+WARNING = "additional_config.enable_balance_scheduling is deprecated"
+DOCTOR_ARGS = ["doctor", "--additional-config", LEGACY]
 COMMANDS = {
-    "console script": [str(BIN / "vllm-ascend-balance"), "doctor"],
-    "python -m": [sys.executable, "-m", "vllm_ascend_balance", "doctor"],
+    "console script": [str(BIN / "vllm-ascend-balance"), *DOCTOR_ARGS],
+    "python -m": [sys.executable, "-m", "vllm_ascend_balance", *DOCTOR_ARGS],
 }
+RESULT_LINE = re.compile(r"^([A-Za-z][A-Za-z ]*:\s|  - )")
+#: vLLM's logging configured to its default stream (stdout), as an engine
+#: process configures it, then doctor run through the CLI (``main``) or, the
+#: known-bad variant, called directly without the CLI's routing (``bare``).
+CONFIGURED = """
+import argparse, sys
+import vllm.logger
+if hasattr(vllm.logger, "configure_logging"):  # else configured at import
+    from vllm.config.logging import LoggingConfig
+    vllm.logger.configure_logging(LoggingConfig())
+from vllm_ascend_balance import cli, doctor
+args = {args!r}
+if sys.argv[1] == "main":
+    sys.exit(cli.main(args))
+parser = argparse.ArgumentParser()
+doctor.add_arguments(parser)
+sys.exit(doctor.run(parser.parse_args(args[1:])))
+"""
 
 
-def _doctor(cmd: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    base = {
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {
         k: v
         for k, v in os.environ.items()
         if k not in {"VLLM_LOGGING_STREAM", "VLLM_LOGGING_CONFIG_PATH"}
     }
-    return subprocess.run(
+    result = subprocess.run(
         cmd,
         capture_output=True,
         text=True,
         timeout=600,  # hang guard only
-        env=base | {"VLLM_LOGGING_LEVEL": "INFO"} | env,
+        env=env,
     )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
 
 
-def _misplaced(stdout: str) -> list[str]:
-    return [line for line in stdout.splitlines() if not REPORT_LINE.match(line)]
+def _not_results(stdout: str) -> list[str]:
+    """stdout lines that are not doctor's own: ``label:   value`` (a label
+    of letters and spaces) or ``  - note``. vLLM's lines start with a level
+    and a date (``WARNING 11-30 21:11:16 [...]``) or, unformatted, with the
+    message (``additional_config.enable_balance_scheduling is ...``)."""
+    return [line for line in stdout.splitlines() if not RESULT_LINE.match(line)]
+
+
+def _configured(how: str) -> subprocess.CompletedProcess[str]:
+    script = CONFIGURED.format(args=DOCTOR_ARGS)
+    return _run([sys.executable, "-c", script, how])
 
 
 @pytest.mark.parametrize("how", COMMANDS)
 def test_doctor_results_on_stdout_logs_on_stderr(how: str) -> None:
-    result = _doctor(COMMANDS[how])
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = _run(COMMANDS[how])
     assert "seam present:" in result.stdout
-    assert _misplaced(result.stdout) == [], result.stdout
-    # vLLM did log (so the check above had something to keep out of stdout).
-    assert [line for line in result.stderr.splitlines() if LOG_LINE.match(line)]
+    assert _not_results(result.stdout) == [], result.stdout
+    assert WARNING in result.stderr
 
 
-def test_an_explicit_logging_stream_wins_and_the_check_sees_it() -> None:
-    """Negative control: a user's ``VLLM_LOGGING_STREAM=ext://sys.stdout``
-    is respected, and the same check then finds vLLM's lines on stdout."""
-    result = _doctor(COMMANDS["python -m"], VLLM_LOGGING_STREAM="ext://sys.stdout")
-    assert result.returncode == 0, result.stderr[-3000:]
-    misplaced = _misplaced(result.stdout)
-    assert misplaced and all(LOG_LINE.match(line) for line in misplaced), misplaced
+def test_doctor_moves_an_already_configured_vllm_handler_to_stderr() -> None:
+    result = _configured("main")
+    assert "seam present:" in result.stdout
+    assert _not_results(result.stdout) == [], result.stdout
+    assert WARNING in result.stderr
+
+
+def test_without_the_routing_the_warning_lands_in_stdout() -> None:
+    """Negative control: doctor called without the CLI's routing, in a process
+    whose vLLM logging is configured (default stream): the same check finds
+    vLLM's line among the results."""
+    result = _configured("bare")
+    assert "seam present:" in result.stdout
+    misplaced = _not_results(result.stdout)
+    assert any(WARNING in line for line in misplaced), result.stdout
