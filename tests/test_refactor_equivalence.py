@@ -40,7 +40,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
-from tests.support.model_output import fake_model_output
+from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source, original_classes
 from tests.support.seam_shapes import inline_cap_mutant_source
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from tests.support.model_output import fake_model_output
+from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source
 from tests.support.seam_shapes import old_shape_source, stop_condition
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
