@@ -1,0 +1,437 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The simulated engine: N real vLLM schedulers in one process, in lock step.
+
+A second engine for the replay (``--engine sim``), for DP sizes the real
+deployment cannot reach on a small machine (one engine process per rank).
+What is real and what is modeled:
+
+- **Schedulers: real.** Each rank is the scheduler class a real engine core
+  would build: :func:`~vllm_ascend_balance.activation.plan_activation` reads
+  the same ``VllmConfig`` (tiny MoE model directory, DP size N, the balance
+  setting) and, where balance applies,
+  :func:`~vllm_ascend_balance.activation.compose_scheduler` composes
+  ``BalanceSchedulerMixin`` onto ``Scheduler`` (or ``AsyncScheduler`` with
+  ``async_scheduling``), exactly as ``run_engine_core`` does. The KV cache is
+  one ``FullAttentionSpec`` group sized like the real replay's (nothing is
+  preempted); ``log_stats`` is off (it only feeds metrics).
+- **The engine loop: mirrored.** One iteration of
+  ``DPEngineCoreProc.run_busy_loop`` per rank per step: requests that arrived
+  are added (``scheduler.add_request``); a rank with requests runs
+  ``schedule()``, the model (below) and ``update_from_output()``; a rank that
+  ran no tokens runs a dummy batch while any rank is busy; then
+  ``_has_global_unfinished_reqs`` (all-reduce only every
+  ``dp_sync_interval`` steps, 32 in releases without that setting, and at a
+  wave's first step where the release syncs it) and, with balance on, the
+  gather on every rank. When every rank is idle the deployment waits for the
+  next arrival: no step, no gather (the all-idle ``continue``).
+- **The gather: real decision code.** Every scheduler's ``balance_gather()``
+  runs as in the engine hook; its ``dist.all_gather`` goes to an in-process
+  stand-in for the DP group (:mod:`.simgroup`) that returns the vector of
+  every rank's ``len(running)``.
+- **The model: the replay's.** :class:`~.stepmodel.OutputModel` produces the
+  model outputs as the real executor does; a step costs the slowest rank's
+  :class:`~.costmodel.CostModel` cost (the MoE collective keeps ranks in
+  lock step), dummy batches ``step_ms``.
+- **Routing:** :mod:`.routing` (vLLM's DP load balancer with stale stats,
+  round-robin, or the JSONL ``rank``).
+
+Time is modeled only (no pacing): a request's first token and finish are the
+end of the step that produced them. Same input and options, same numbers.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.costmodel import CostModel
+from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.routing import Router
+from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
+from vllm_ascend_balance.replay.stepmodel import (
+    OutputModel,
+    StepBatch,
+    runner_output,
+)
+from vllm_ascend_balance.replay.workload import ReplayRequest
+from vllm_ascend_balance.scheduler import admission_cap
+
+logger = init_logger(__name__)
+
+KV_BLOCK_SIZE = 16
+#: The sync interval of ``_has_global_unfinished_reqs`` in releases without
+#: ``ParallelConfig.dp_sync_interval`` (0.27.1: every 32 steps).
+LEGACY_DP_SYNC_INTERVAL = 32
+#: Modeled seconds between two DP coordinator stats publications: 100 ms of
+#: wall time at the real replay's default time scale of 0.5.
+DEFAULT_STATS_INTERVAL_S = 0.2
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Options of one simulated run.
+
+    Attributes:
+        dp_size: data-parallel ranks (schedulers).
+        max_num_seqs: per-rank running cap (the balance gate's cap).
+        max_num_batched_tokens: per-rank token budget per step.
+        max_model_len: model length in tokens.
+        cost: the cost model.
+        routing: ``"vllm"`` or ``"round-robin"`` (:mod:`.routing`).
+        stats_interval_s: modeled seconds between the coordinator's stats
+            snapshots that reach the ``vllm`` balancer.
+        async_scheduling: build ``AsyncScheduler`` (the CPU deployment runs
+            ``Scheduler``: keep False to compare with it).
+    """
+
+    dp_size: int = 2
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int = 2048
+    max_model_len: int = 16384
+    cost: CostModel = field(default_factory=CostModel)
+    routing: str = "vllm"
+    stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
+    async_scheduling: bool = False
+
+
+@dataclass
+class SimRequestResult:
+    """One request, in modeled seconds from the start of the run."""
+
+    index: int
+    rank: int
+    arrival_s: float
+    first_s: float | None = None
+    finish_s: float | None = None
+    output_tokens: int = 0
+    expected_tokens: int = 0
+
+
+@dataclass
+class SimRun:
+    """What one simulated mode measured.
+
+    Attributes:
+        step_end_s: modeled end time of each step, shape ``(steps,)``.
+        running: ``len(running)`` of each rank at each step's forward pass
+            (after ``schedule()``, as the executor records it), shape
+            ``(steps, dp_size)``.
+        frozen: the gate decision each step's ``schedule()`` used (rank 0).
+        mixed: the step's slowest rank mixed prefill and decode.
+        step_ms: modeled duration of each step.
+        gathers_per_rank: balance gathers each scheduler did.
+        board_gathers: gathers the DP-group stand-in served per rank.
+        frozen_gathers: gathers that decided to freeze (rank 0).
+        rank_steps: schedulers stepped (``steps * dp_size``).
+        wall_s: wall seconds the run took (build excluded).
+        build_s: wall seconds to build the schedulers.
+    """
+
+    mode: str
+    balance: bool
+    dp_size: int
+    cap: int
+    scheduler_class: str
+    requests: list[SimRequestResult]
+    step_end_s: np.ndarray
+    running: np.ndarray
+    frozen: np.ndarray
+    mixed: np.ndarray
+    step_ms: np.ndarray
+    gathers_per_rank: list[int]
+    board_gathers: list[int]
+    frozen_gathers: int
+    rank_steps: int
+    wall_s: float
+    build_s: float
+
+
+def _vllm_config(opts: SimOptions, balance: bool, model_dir: Path) -> Any:
+    from vllm.config import (
+        CacheConfig,
+        ModelConfig,
+        ParallelConfig,
+        SchedulerConfig,
+        VllmConfig,
+    )
+
+    model_config = ModelConfig(
+        model=str(model_dir),
+        skip_tokenizer_init=True,
+        max_model_len=opts.max_model_len,
+        dtype="float32",
+        seed=0,
+    )
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=opts.max_num_seqs,
+        max_num_batched_tokens=opts.max_num_batched_tokens,
+        max_model_len=opts.max_model_len,
+        enable_chunked_prefill=True,
+        async_scheduling=opts.async_scheduling,
+        is_encoder_decoder=False,
+    )
+    cache_config = CacheConfig(
+        block_size=KV_BLOCK_SIZE,
+        gpu_memory_utilization=0.9,
+        cache_dtype="auto",
+        enable_prefix_caching=False,
+    )
+    # As the real replay sizes it: every running request at full length.
+    kv_tokens = opts.max_num_seqs * opts.max_model_len + opts.max_model_len
+    cache_config.num_gpu_blocks = kv_tokens // KV_BLOCK_SIZE + 1
+    return VllmConfig(
+        model_config=model_config,
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        parallel_config=ParallelConfig(data_parallel_size=opts.dp_size),
+        additional_config={"scheduler_config": {"enable_balance_scheduling": balance}},
+    )
+
+
+def scheduler_class(vllm_config: Any) -> type:
+    """The class a DP engine core builds for ``vllm_config``: activation's own
+    plan and composition (the balance mixin only where balance applies)."""
+    from vllm_ascend_balance.activation import compose_scheduler, plan_activation
+
+    plan = plan_activation(vllm_config)
+    base = vllm_config.scheduler_config.get_scheduler_cls()
+    return compose_scheduler(base) if plan.active else base
+
+
+def build_schedulers(
+    opts: SimOptions, balance: bool, model_dir: Path
+) -> list[Any]:
+    """N real schedulers of the class activation composes, one per DP rank."""
+    import torch
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+    )
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config = _vllm_config(opts, balance, model_dir)
+    cls = scheduler_class(vllm_config)
+    spec = FullAttentionSpec(
+        block_size=KV_BLOCK_SIZE, num_kv_heads=1, head_size=8, dtype=torch.float32
+    )
+    out = []
+    for _ in range(opts.dp_size):
+        kv_cache_config = KVCacheConfig(
+            num_blocks=vllm_config.cache_config.num_gpu_blocks,
+            kv_cache_tensors=[],
+            kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)],
+        )
+        out.append(
+            cls(
+                vllm_config=vllm_config,
+                kv_cache_config=kv_cache_config,
+                block_size=KV_BLOCK_SIZE,
+                log_stats=False,
+                structured_output_manager=StructuredOutputManager(vllm_config),
+            )
+        )
+    return out
+
+
+def dp_sync_rule(vllm_config: Any) -> tuple[int, bool]:
+    """``(interval, sync_first_step)`` of ``_has_global_unfinished_reqs`` in
+    the installed release: every ``dp_sync_interval`` steps and at a wave's
+    first step where ``ParallelConfig`` has ``dp_sync_interval`` (0.32.0),
+    else every 32 steps (0.27.1)."""
+    interval = getattr(vllm_config.parallel_config, "dp_sync_interval", None)
+    if interval is None:
+        return LEGACY_DP_SYNC_INTERVAL, False
+    return int(interval), True
+
+
+class _PromptPool:
+    """Prompt token ids for simulated requests: slices of one fixed list of
+    ids (prefix caching is off, so only the length matters; slicing keeps
+    request creation cheap at 100k requests)."""
+
+    def __init__(self, max_len: int) -> None:
+        rng = np.random.default_rng(0)
+        self.ids: list[int] = rng.integers(10, 30000, size=max_len).tolist()
+
+    def prompt(self, n: int) -> list[int]:
+        return self.ids[:n]
+
+
+def _make_request(req: ReplayRequest, prompts: _PromptPool) -> Any:
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    params = SamplingParams(
+        max_tokens=req.output_tokens, ignore_eos=True, detokenize=False
+    )
+    return Request(
+        request_id=f"req-{req.index}",
+        prompt_token_ids=prompts.prompt(req.prompt_tokens),
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=req.arrival_s,
+    )
+
+
+def run_sim(
+    balance: bool,
+    requests: Sequence[ReplayRequest],
+    opts: SimOptions,
+    *,
+    work_dir: Path | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> SimRun:
+    """Replay ``requests`` on the simulated engine with balance on or off.
+
+    Args:
+        balance: the ``enable_balance_scheduling`` setting.
+        requests: the workload, any order (replayed by arrival).
+        opts: deployment and model options.
+        work_dir: where the tiny model directory goes (a temporary one when
+            None).
+        progress: called after each step with (requests finished so far,
+            modeled seconds).
+    """
+    t_build = time.perf_counter()
+    tmp = None
+    if work_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="vab-sim-")
+        work_dir = Path(tmp.name)
+    model_dir = write_tiny_moe_model(work_dir / "model", opts.max_model_len)
+    scheds = build_schedulers(opts, balance, model_dir)
+    if tmp is not None:
+        tmp.cleanup()
+    n = opts.dp_size
+    cls = type(scheds[0])
+    gating = hasattr(scheds[0], "balance_gather")
+    board = GatherBoard(n)
+    groups = [BoardGroup(board, r) for r in range(n)]
+    sync_interval, sync_first = dp_sync_rule(scheds[0].vllm_config)
+    router = Router(opts.routing, n, opts.stats_interval_s)
+    models = [OutputModel() for _ in range(n)]
+    prompts = _PromptPool(opts.max_model_len)
+    cost = opts.cost
+    build_s = time.perf_counter() - t_build
+
+    t_run = time.perf_counter()
+    order = sorted(requests, key=lambda r: (r.arrival_s, r.index))
+    results: dict[str, SimRequestResult] = {}
+    out_results: list[SimRequestResult] = []
+    step_end: list[float] = []
+    running_rows: list[list[int]] = []
+    frozen_col: list[bool] = []
+    mixed_col: list[bool] = []
+    step_ms_col: list[float] = []
+    finished = 0
+    total = len(order)
+    now = 0.0
+    nxt = 0
+    engines_running = False
+    step_counter = 0
+    unfinished = [False] * n
+    idle = StepBatch()
+    while True:
+        if not engines_running and not any(unfinished):
+            if nxt >= total:
+                break
+            # All engines idle: nothing runs until the next request arrives.
+            now = max(now, order[nxt].arrival_s)
+        router.publish(now, scheds)
+        while nxt < total and order[nxt].arrival_s <= now:
+            req = order[nxt]
+            nxt += 1
+            rid = f"req-{req.index}"
+            rank = router.route(rid, req.index, req.rank)
+            res = SimRequestResult(
+                req.index, rank, req.arrival_s, expected_tokens=req.output_tokens
+            )
+            results[rid] = res
+            out_results.append(res)
+            scheds[rank].add_request(_make_request(req, prompts))
+            unfinished[rank] = True
+        if not engines_running:
+            # START_DP_WAVE: a request reaching an idle deployment wakes every
+            # engine; the wave's step counter restarts.
+            engines_running = True
+            step_counter = 0
+
+        frozen = bool(getattr(scheds[0], "balance_frozen", False))
+        slow_cost = -1.0
+        slow_batch = idle
+        pending: list[tuple[int, Any, Any]] = []
+        for rank, sched in enumerate(scheds):
+            batch = idle
+            if sched.has_requests():
+                so = sched.schedule()
+                batch, req_ids, sampled = models[rank].account(so)
+                pending.append((rank, so, runner_output(req_ids, sampled)))
+                if so.total_num_scheduled_tokens == 0:
+                    batch = idle  # nothing ran: a dummy batch instead
+            c = cost.rank_cost_ms(
+                batch.prefill_tokens, batch.decode_requests, batch.decode_context_tokens
+            )
+            if c > slow_cost:
+                slow_cost, slow_batch = c, batch
+        # What the executor records at the forward pass: after schedule().
+        forward_running = [len(s.running) for s in scheds]
+        now += slow_cost / 1000.0
+        for rank, so, mro in pending:
+            outs = scheds[rank].update_from_output(so, mro)
+            for eco in outs.values():
+                for o in eco.outputs:
+                    res = results[o.request_id]
+                    if o.new_token_ids:
+                        if res.first_s is None:
+                            res.first_s = now
+                        res.output_tokens += len(o.new_token_ids)
+                    if o.finish_reason is not None:
+                        res.finish_s = now
+                        finished += 1
+                        router.finished(o.request_id)
+        counts = [len(s.running) for s in scheds]
+        for rank, sched in enumerate(scheds):
+            unfinished[rank] = sched.has_unfinished_requests()
+        step_counter += 1
+        if (sync_first and step_counter == 1) or step_counter % sync_interval == 0:
+            engines_running = any(unfinished)
+        if gating:
+            board.post(counts)
+            for rank, sched in enumerate(scheds):
+                sched.dp_group = groups[rank]
+                sched.balance_gather()
+        step_end.append(now)
+        running_rows.append(forward_running)
+        frozen_col.append(frozen)
+        mixed_col.append(slow_batch.mixed)
+        step_ms_col.append(slow_cost)
+        if progress is not None:
+            progress(finished, now)
+
+    steps = len(step_end)
+    return SimRun(
+        mode="on" if balance else "off",
+        balance=balance,
+        dp_size=n,
+        cap=admission_cap(scheds[0]),
+        scheduler_class=cls.__name__,
+        requests=sorted(out_results, key=lambda r: r.index),
+        step_end_s=np.asarray(step_end, dtype=np.float64),
+        running=np.asarray(running_rows, dtype=np.int32).reshape(steps, n),
+        frozen=np.asarray(frozen_col, dtype=bool),
+        mixed=np.asarray(mixed_col, dtype=bool),
+        step_ms=np.asarray(step_ms_col, dtype=np.float64),
+        gathers_per_rank=[int(getattr(s, "balance_gathers", 0)) for s in scheds],
+        board_gathers=list(board.gathers),
+        frozen_gathers=int(getattr(scheds[0], "balance_frozen_gathers", 0)),
+        rank_steps=steps * n,
+        wall_s=time.perf_counter() - t_run,
+        build_s=build_s,
+    )
