@@ -34,10 +34,12 @@ a ``replay`` option.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.fields import check_bounds, option
 
 logger = init_logger(__name__)
 
@@ -46,20 +48,43 @@ logger = init_logger(__name__)
 REPLAY_CONFIG_KEY = "balance_replay"
 
 
+_GROUP = "cost model (modeled milliseconds per forward pass)"
+
+
 @dataclass(frozen=True)
 class CostModel:
-    """Modeled time of one forward pass of one DP rank (milliseconds)."""
+    """Modeled time of one forward pass of one DP rank (milliseconds).
 
-    step_ms: float = 25.0
-    prefill_token_ms: float = 0.12
-    decode_req_ms: float = 0.5
-    decode_kv_ms_per_1k: float = 0.15
+    Each field is also a ``replay`` option (``--step-ms`` ...). The one
+    implementation both replay engines use.
+
+    Raises:
+        ValueError: a coefficient that is negative or not finite.
+    """
+
+    step_ms: float = option(
+        25.0,
+        "fixed cost of any forward pass, dummy batches included",
+        metavar="MS",
+        ge=0.0,
+        group=_GROUP,
+    )
+    prefill_token_ms: float = option(
+        0.12, "per prefill token", metavar="MS", ge=0.0, group=_GROUP
+    )
+    decode_req_ms: float = option(
+        0.5, "per decoding request", metavar="MS", ge=0.0, group=_GROUP
+    )
+    decode_kv_ms_per_1k: float = option(
+        0.15,
+        "per 1000 context tokens read by decoding requests",
+        metavar="MS",
+        ge=0.0,
+        group=_GROUP,
+    )
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not value >= 0:  # also rejects NaN
-                raise ValueError(f"cost model {f.name} must be >= 0, got {value}")
+        check_bounds(self)
 
     def rank_cost_ms(
         self, prefill_tokens: int, decode_requests: int, decode_context_tokens: int
@@ -74,6 +99,12 @@ class CostModel:
             + self.decode_req_ms * decode_requests
             + self.decode_kv_ms_per_1k * decode_context_tokens / 1000.0
         )
+
+
+def lockstep_ms(rank_costs_ms: Sequence[float]) -> float:
+    """Modeled time of one lock-step forward pass of the whole deployment:
+    the slowest rank's cost (every rank waits in the MoE collective)."""
+    return max(rank_costs_ms)
 
 
 @dataclass(frozen=True)

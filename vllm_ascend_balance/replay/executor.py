@@ -30,7 +30,6 @@ import inspect
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -47,19 +46,20 @@ from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.costmodel import ReplaySettings
+from vllm_ascend_balance.replay.costmodel import ReplaySettings, lockstep_ms
+from vllm_ascend_balance.replay.outputs import SAMPLED_TOKEN_ID, Batch, OutputModel
 from vllm_ascend_balance.replay.recorder import (
     RankRecorder,
     install_recording_scheduler,
     rank_file,
 )
+from vllm_ascend_balance.replay.records import RankStart, RankStep
 from vllm_ascend_balance.scheduler import admission_cap
+
+__all__ = ["SAMPLED_TOKEN_ID", "CostModelExecutor"]
 
 logger = init_logger(__name__)
 
-#: The token every request "generates" (any id below the vocabulary size
-#: that is not EOS; requests also set ``ignore_eos``).
-SAMPLED_TOKEN_ID = 1000
 #: The one KV cache layer the executor declares (its name is never checked
 #: against a model: there is none).
 KV_LAYER = "model.layers.0.self_attn.attn"
@@ -70,25 +70,6 @@ IDLE_GAP_S = 0.05
 #: Columns of the per-step all-gather row.
 _COST_US, _PREFILL, _DECODE, _RUNNING = range(4)
 _ROW = 4
-
-
-@dataclass
-class _RequestProgress:
-    """What the executor knows of a scheduled request: its prompt length and
-    how many tokens it has sampled for it (both in tokens)."""
-
-    prompt_len: int
-    sampled: int = 0
-
-
-@dataclass
-class _Batch:
-    """One rank's scheduled work this step, as the cost model sees it."""
-
-    prefill_tokens: int = 0
-    decode_requests: int = 0
-    decode_context_tokens: int = 0
-    new_requests: int = 0
 
 
 def _done(value: Any) -> Future:
@@ -113,12 +94,10 @@ class CostModelExecutor(Executor):
         parallel = self.parallel_config
         self.dp_rank: int = parallel.data_parallel_rank
         self.dp_size: int = parallel.data_parallel_size
-        self.recorder = RankRecorder(
-            rank_file(self.settings.run_dir, self.dp_rank), self.dp_rank
-        )
+        self.recorder = RankRecorder(rank_file(self.settings.run_dir, self.dp_rank))
         self.scheduler: Any = None
         install_recording_scheduler(self.vllm_config, self)
-        self._requests: dict[str, _RequestProgress] = {}
+        self._outputs = OutputModel(self.dp_rank)
         self._pending: ModelRunnerOutput | None = None
         self._step = 0
         self._prev_end: float | None = None
@@ -151,12 +130,15 @@ class CostModelExecutor(Executor):
     def attach_scheduler(self, scheduler: Any) -> None:
         """Called by the recording scheduler once vLLM has built it."""
         self.scheduler = scheduler
+        cls = type(scheduler)
         self.recorder.write(
-            "start",
-            scheduler=type(scheduler).__name__,
-            mro=[c.__name__ for c in type(scheduler).__mro__[:6]],
-            cap=admission_cap(scheduler),
-            dp_size=self.dp_size,
+            RankStart(
+                rank=self.dp_rank,
+                scheduler=cls.__qualname__,
+                scheduler_module=cls.__module__,
+                cap=admission_cap(scheduler),
+                dp_size=self.dp_size,
+            )
         )
 
     # ------------------------------------------------------------- RPC surface
@@ -222,14 +204,12 @@ class CostModelExecutor(Executor):
         the step (only when tokens are scheduled, as a model runner returns
         early on an empty batch); returns ``None`` so that vLLM calls
         :meth:`sample_tokens`."""
-        batch, req_ids, sampled = self._account(scheduler_output)
+        batch, output, finished = self._outputs.step(scheduler_output, self._step)
+        for record in finished:
+            self.recorder.write(record)
         if scheduler_output.total_num_scheduled_tokens > 0:
             self._forward(batch, dummy=False)
-        self._pending = ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-            sampled_token_ids=sampled,
-        )
+        self._pending = output
         return _done(None) if non_block else None
 
     def sample_tokens(self, grammar_output: Any, non_block: bool = False) -> Any:
@@ -248,56 +228,20 @@ class CostModelExecutor(Executor):
         self._shutdown_once()
 
     # ------------------------------------------------------------- modelling
-    def _account(
-        self, so: SchedulerOutput
-    ) -> tuple[_Batch, list[str], list[list[int]]]:
-        """Update request progress from ``so`` and decide what is sampled.
-
-        A request decodes when it was scheduled exactly the one token after
-        everything it knows (prompt + sampled), with at least one sampled;
-        anything else is prefill (first prefill, a chunk, or a recompute after
-        preemption). It samples when the step completes all its known tokens.
-        """
-        for req_id in so.finished_req_ids:
-            self._requests.pop(req_id, None)
-        computed: dict[str, int] = {}
-        batch = _Batch(new_requests=len(so.scheduled_new_reqs))
-        for new in so.scheduled_new_reqs:
-            prompt = new.prompt_token_ids
-            prompt_len = len(prompt) if prompt is not None else 0
-            self._requests[new.req_id] = _RequestProgress(prompt_len)
-            computed[new.req_id] = new.num_computed_tokens
-        cached = so.scheduled_cached_reqs
-        for req_id, num_computed in zip(
-            cached.req_ids, cached.num_computed_tokens, strict=True
-        ):
-            computed[req_id] = num_computed
-        req_ids: list[str] = []
-        sampled: list[list[int]] = []
-        for req_id, num_tokens in so.num_scheduled_tokens.items():
-            progress = self._requests.setdefault(req_id, _RequestProgress(0))
-            done_before = computed.get(req_id, 0)
-            known = progress.prompt_len + progress.sampled
-            if num_tokens == 1 and progress.sampled > 0 and done_before == known - 1:
-                batch.decode_requests += 1
-                batch.decode_context_tokens += done_before + 1
-            else:
-                batch.prefill_tokens += num_tokens
-            req_ids.append(req_id)
-            if done_before + num_tokens >= known:
-                progress.sampled += 1
-                sampled.append([SAMPLED_TOKEN_ID])
-            else:
-                sampled.append([])  # prefill still in progress: sample nothing
-        return batch, req_ids, sampled
-
     def _dummy_batch(self) -> None:
-        self._forward(_Batch(), dummy=True)
+        self._forward(Batch(), dummy=True)
 
     def _scheduler_state(self) -> tuple[int, int, bool, int]:
         sched = self.scheduler
         if sched is None:
-            return 0, 0, False, 0
+            # Loud: without the scheduler every queue length would record 0.
+            raise RuntimeError(
+                "replay recording hook did not attach: vLLM built the "
+                "scheduler before the executor (or ignored scheduler_cls), so "
+                "CostModelExecutor cannot record running/waiting/frozen; the "
+                "replay needs its RecordingSchedulerMixin composed in "
+                "EngineCore.__init__"
+            )
         return (
             len(sched.running),
             len(sched.waiting),
@@ -305,7 +249,7 @@ class CostModelExecutor(Executor):
             int(getattr(sched, "balance_gathers", 0)),
         )
 
-    def _forward(self, batch: _Batch, *, dummy: bool) -> None:
+    def _forward(self, batch: Batch, *, dummy: bool) -> None:
         """One forward pass: lock-step all-gather of every rank's batch,
         then sleep so the step lasts ``max cost * time_scale`` wall seconds.
 
@@ -336,9 +280,7 @@ class CostModelExecutor(Executor):
             table = torch.cat(self._rows)
         else:
             table = row
-        slowest = int(torch.argmax(table[:, _COST_US]))
-        step_ms = int(table[slowest, _COST_US]) / 1000.0
-        mixed = bool(table[slowest, _PREFILL] > 0 and table[slowest, _DECODE] > 0)
+        step_ms = lockstep_ms([int(x) / 1000.0 for x in table[:, _COST_US]])
 
         budget = step_ms / 1000.0 * self.settings.time_scale
         now = time.monotonic()
@@ -354,23 +296,23 @@ class CostModelExecutor(Executor):
         end = max(deadline, time.monotonic())
         self._prev_end = end
         self.recorder.write(
-            "step",
-            step=self._step,
-            t0=t0,
-            t1=end,
-            cost_ms=round(cost_ms, 3),
-            step_ms=step_ms,
-            slow=slowest,
-            mixed=mixed,
-            run=running,
-            wait=waiting,
-            pf=batch.prefill_tokens,
-            dec=batch.decode_requests,
-            new=batch.new_requests,
-            frozen=frozen,
-            gathers=gathers,
-            dummy=dummy,
-            over=round(overrun, 6),
+            RankStep(
+                step=self._step,
+                rank=self.dp_rank,
+                cost_ms=round(cost_ms, 3),
+                step_ms=step_ms,
+                running=running,
+                waiting=waiting,
+                prefill_tokens=batch.prefill_tokens,
+                decode_requests=batch.decode_requests,
+                new_requests=batch.new_requests,
+                frozen=frozen,
+                gathers=gathers,
+                dummy=dummy,
+                wall_start=t0,
+                wall_end=end,
+                overrun_s=round(overrun, 6),
+            )
         )
         self._step += 1
 
@@ -378,13 +320,8 @@ class CostModelExecutor(Executor):
         if getattr(self, "_shut_down", False):
             return
         self._shut_down = True
-        sched = self.scheduler
-        self.recorder.write(
-            "final",
-            steps=self._step,
-            gathers=int(getattr(sched, "balance_gathers", 0)),
-            frozen_gathers=int(getattr(sched, "balance_frozen_gathers", 0)),
-        )
+        for record in self._outputs.unfinished():
+            self.recorder.write(record)
         self.recorder.close()
         if self._group is not None:
             group, self._group = self._group, None

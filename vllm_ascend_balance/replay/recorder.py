@@ -1,43 +1,40 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Per-rank records written by the engine processes of a replay.
+"""Per-rank record files of the real-deployment engine, and the recording
+scheduler.
 
-Each engine process appends JSON lines to ``<run_dir>/rank<r>.jsonl``; the
-replay front-end reads them after (or while) the run. One record per line,
-its kind in ``"k"``:
-
-- ``"start"``: the rank is up; ``scheduler`` is the scheduler class name,
-  ``cap`` the admission cap.
-- ``"step"``: one forward pass (lock-step collective) of this rank. Fields:
-  ``step`` (index, the same global step on every rank), ``t0``/``t1``
-  (``time.monotonic()`` wall seconds at entry and after pacing), ``cost_ms``
-  (this rank's modeled cost), ``step_ms`` (the step's modeled time: max over
-  ranks), ``slow`` (the slowest rank), ``mixed`` (the slowest rank had both
-  prefill tokens and decode requests), ``run``/``wait`` (``len`` of the
-  scheduler's running/waiting queues), ``pf`` (prefill tokens), ``dec``
-  (decode requests), ``new`` (requests admitted from WAITING this step),
-  ``frozen`` (the balance gate's decision this step's ``schedule()`` used),
-  ``gathers`` (balance gathers so far), ``dummy`` (a dummy batch), ``over``
-  (wall seconds by which the step overran its paced budget).
-- ``"gather"``: one balance gather of this rank: ``n`` (gathers so far),
-  ``local`` (this rank's ``len(running)`` sent), ``gathered`` (the vector
-  received, index = DP rank), ``frozen`` (decision taken), ``cap``.
-- ``"final"``: at executor shutdown: ``gathers``, ``frozen_gathers``,
-  ``steps``.
-
-Lines are flushed as written so a run that is interrupted or fails still
-leaves everything measured so far.
+Each engine process appends one JSON line per record to
+``<run_dir>/rank<r>.jsonl``: ``{"kind": <record class name>, **fields}`` for
+the classes of :mod:`.records` (:class:`~.records.RankStart`,
+:class:`~.records.RankStep`, :class:`~.records.RankRequest`,
+:class:`~.records.GatherRecord`). Reading builds the same classes back, so a
+renamed or missing field fails loudly instead of reading as zero. Lines are
+flushed as written: a run that is interrupted or fails leaves everything
+measured so far (a torn last line, from a process killed mid-write, is
+dropped).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.records import (
+    GatherRecord,
+    RankRequest,
+    RankStart,
+    RankStep,
+)
 from vllm_ascend_balance.scheduler import admission_cap
 
 logger = init_logger(__name__)
+
+_KINDS: dict[str, type] = {
+    cls.__name__: cls for cls in (RankStart, RankStep, RankRequest, GatherRecord)
+}
 
 
 def rank_file(run_dir: str | Path, rank: int) -> Path:
@@ -46,17 +43,17 @@ def rank_file(run_dir: str | Path, rank: int) -> Path:
 
 
 class RankRecorder:
-    """Appends JSON records to one rank's file (line-buffered)."""
+    """Appends records to one rank's file (line-buffered)."""
 
-    def __init__(self, path: Path, rank: int) -> None:
+    def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.rank = rank
         self._file: IO[str] | None = path.open("a", buffering=1)
 
-    def write(self, kind: str, **fields: Any) -> None:
+    def write(self, record: Any) -> None:
         if self._file is None:
             return
-        self._file.write(json.dumps({"k": kind, "rank": self.rank, **fields}) + "\n")
+        data = {"kind": type(record).__name__, **dataclasses.asdict(record)}
+        self._file.write(json.dumps(data) + "\n")
 
     def close(self) -> None:
         if self._file is not None:
@@ -64,20 +61,39 @@ class RankRecorder:
             self._file = None
 
 
-def read_records(run_dir: str | Path, dp_size: int) -> dict[int, list[dict[str, Any]]]:
-    """All records of ranks ``0..dp_size-1`` (missing files read as empty; a
-    torn last line, from a process killed mid-write, is dropped)."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    for rank in range(dp_size):
-        path = rank_file(run_dir, rank)
-        records: list[dict[str, Any]] = []
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-        out[rank] = records
+@dataclass
+class RankFile:
+    """The records of one rank, by kind, in file order."""
+
+    starts: list[RankStart] = field(default_factory=list)
+    steps: list[RankStep] = field(default_factory=list)
+    requests: list[RankRequest] = field(default_factory=list)
+    gathers: list[GatherRecord] = field(default_factory=list)
+
+
+def read_rank_file(path: Path) -> RankFile:
+    """The records in ``path`` (missing file: none).
+
+    Raises:
+        TypeError: a record whose fields do not match its class (a record
+            file written by another version of the replay).
+    """
+    out = RankFile()
+    lists: dict[type, list] = {
+        RankStart: out.starts,
+        RankStep: out.steps,
+        RankRequest: out.requests,
+        GatherRecord: out.gathers,
+    }
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # torn last line
+        cls = _KINDS[data.pop("kind")]
+        lists[cls].append(cls(**data))
     return out
 
 
@@ -88,9 +104,11 @@ class RecordingSchedulerMixin:
     Composed by :func:`install_recording_scheduler` in front of whatever class
     the configuration would build (after balance activation chose it), so
     the executor, which vLLM builds before the scheduler
-    (``EngineCore.__init__``), can read ``len(running)`` and the balance
-    attributes (``balance_frozen``, ``balance_gathers``, ``balance_gathered``)
-    of the scheduler that actually runs.
+    (``EngineCore.__init__``), reads ``len(running)`` and the balance
+    attributes of the scheduler that actually runs. If vLLM ever builds the
+    scheduler before the executor, the executor's first forward pass finds
+    no scheduler attached and fails the run (see
+    ``CostModelExecutor._forward``), rather than recording zeros.
     """
 
     replay_executor: ClassVar[Any] = None
@@ -110,30 +128,38 @@ class RecordingSchedulerMixin:
             return  # no group yet: nothing was gathered
         gathered = self.balance_gathered  # type: ignore[attr-defined]
         executor.recorder.write(
-            "gather",
-            n=self.balance_gathers,  # type: ignore[attr-defined]
-            local=local,
-            gathered=[int(x) for x in gathered.tolist()],
-            frozen=bool(self.balance_frozen),  # type: ignore[attr-defined]
-            cap=admission_cap(self),
+            GatherRecord(
+                rank=executor.dp_rank,
+                n=self.balance_gathers,  # type: ignore[attr-defined]
+                local=local,
+                gathered=[int(x) for x in gathered.tolist()],
+                frozen=bool(self.balance_frozen),  # type: ignore[attr-defined]
+                cap=admission_cap(self),
+            )
         )
 
 
 def install_recording_scheduler(vllm_config: Any, executor: Any) -> type:
     """Set ``scheduler_config.scheduler_cls`` to :class:`RecordingSchedulerMixin`
     composed over the class the config currently resolves to, bound to
-    ``executor``; return the new class.
+    ``executor``; return the new class (named ``Recording<Base>``, in this
+    module, so vLLM's "Using custom scheduler class" line names it).
 
     Runs in the executor's ``__init__``, i.e. inside ``EngineCore.__init__``
     after balance activation (``run_engine_core``) set its class and before
     the scheduler is built from ``get_scheduler_cls()``.
     """
     sched_config = vllm_config.scheduler_config
-    base = sched_config.get_scheduler_cls()
+    # A class already set (balance activation's) is used as is: resolving it
+    # through get_scheduler_cls() would log vLLM's custom-class warning once
+    # more for a class the replay does not run.
+    current = sched_config.scheduler_cls
+    base = current if isinstance(current, type) else sched_config.get_scheduler_cls()
+    name = f"Recording{base.__name__}"
     cls = type(
-        f"Recording{base.__name__}",
+        name,
         (RecordingSchedulerMixin, base),
-        {"replay_executor": executor},
+        {"replay_executor": executor, "__module__": __name__, "__qualname__": name},
     )
     sched_config.scheduler_cls = cls
     return cls

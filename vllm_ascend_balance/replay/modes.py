@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a replay mode changes in the deployment, and the ``--mode`` grammar.
+
+``--mode`` is a comma-separated list of modes, the first being the baseline
+every other one is compared with:
+
+- ``off``: vLLM as configured, balance scheduling off;
+- ``on``: balance scheduling on
+  (``additional_config.scheduler_config.enable_balance_scheduling``);
+- ``interval:N``: vLLM's own DP prefill throttling, engine argument
+  ``prefill_schedule_interval=N`` (admit new prefills once every N engine
+  steps, aligned across DP ranks), balance off;
+- ``on+interval:N``: both.
+
+Shorthands: ``both`` = ``off,on``; ``aa`` = ``off,off`` (an A/A comparison:
+the same configuration twice, whose differences are noise). A mode named
+twice gets a ``'`` per repetition in its label (``off``, ``off'``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vllm_ascend_balance.logger import init_logger
+
+logger = init_logger(__name__)
+
+SHORTHANDS = {"both": "off,on", "aa": "off,off"}
+
+
+class ModeError(ValueError):
+    """A ``--mode`` value that does not parse; one line."""
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One deployment configuration of a comparison.
+
+    Attributes:
+        label: the column heading (unique within a comparison).
+        balance: balance scheduling on.
+        prefill_schedule_interval: vLLM's engine argument, or None (vLLM's
+            default).
+    """
+
+    label: str
+    balance: bool = False
+    prefill_schedule_interval: int | None = None
+
+    @property
+    def config(self) -> tuple[bool, int | None]:
+        """What the deployment gets (two modes with the same ``config`` are
+        an A/A pair)."""
+        return self.balance, self.prefill_schedule_interval
+
+
+def _one(text: str) -> Mode:
+    balance = False
+    interval: int | None = None
+    for part in text.split("+"):
+        if part == "on":
+            balance = True
+        elif part == "off" and text == "off":
+            pass
+        elif part.startswith("interval:"):
+            value = part.removeprefix("interval:")
+            if not value.isdigit() or int(value) < 1:
+                raise ModeError(
+                    f"--mode {text}: interval:N needs an integer N >= 1, got {value!r}"
+                )
+            interval = int(value)
+        else:
+            raise ModeError(
+                f"--mode: unknown mode {text!r} (use off, on, interval:N, "
+                f"on+interval:N, or the shorthands both, aa)"
+            )
+    return Mode(text, balance, interval)
+
+
+def parse_modes(text: str) -> list[Mode]:
+    """The modes of ``--mode TEXT``, baseline first.
+
+    Raises:
+        ModeError: an unknown or malformed mode, or an empty list.
+    """
+    text = SHORTHANDS.get(text.strip(), text)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise ModeError("--mode: no mode given (e.g. --mode off,on)")
+    modes: list[Mode] = []
+    for name in names:
+        mode = _one(name)
+        taken = sum(m.label.rstrip("'") == mode.label for m in modes)
+        modes.append(Mode(mode.label + "'" * taken, mode.balance, mode.config[1]))
+    return modes

@@ -1,0 +1,239 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every ``replay`` option, defined once (:class:`ReplayOptions`), and the
+argparse parser built from it.
+
+A field of :class:`ReplayOptions` (or of the nested
+:class:`~vllm_ascend_balance.replay.costmodel.CostModel`, whose fields are
+flattened into ``--step-ms`` ...) is an option ``--<field-name>``; its help,
+bounds and choices are the field's metadata (:func:`.fields.option`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.costmodel import CostModel
+from vllm_ascend_balance.replay.engine import ENGINES
+from vllm_ascend_balance.replay.fields import check_bounds, flag, option
+from vllm_ascend_balance.replay.modes import Mode, parse_modes
+
+logger = init_logger(__name__)
+
+EXECUTOR = "vllm_ascend_balance.replay.executor.CostModelExecutor"
+ROUTINGS = ("vllm", "round-robin")
+DESCRIPTION = (
+    "Replay one workload on a real vLLM data-parallel deployment on CPU whose "
+    "executor models step time (no weights, no accelerator), once per mode "
+    "(balance scheduling off, on, vLLM's prefill_schedule_interval), and "
+    "compare throughput, latency and per-rank load in modeled time, each "
+    "metric with its noise band. Exit status: 0 all requests completed, 1 a "
+    "run was interrupted or failed, 2 bad input or options."
+)
+_IN, _DEP, _CMP, _OUT = "input", "deployment", "comparison", "output"
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """The options of one replay (see ``vllm-ascend-balance replay --help``)."""
+
+    # input
+    trace: str | None = option(
+        None,
+        "Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens) "
+        "or JSONL ({arrival_s, prompt_tokens, output_tokens[, rank]} per line); "
+        "default: the built-in bursty mix",
+        metavar="FILE",
+        group=_IN,
+    )
+    seed: int = option(0, "seed of the built-in workload", group=_IN)
+    start: float = option(
+        0.0, "skip requests arriving before S seconds into the trace",
+        metavar="S", ge=0.0, group=_IN,
+    )  # fmt: skip
+    duration: float | None = option(
+        None, "only requests arriving within S seconds after --start",
+        metavar="S", gt=0.0, group=_IN,
+    )  # fmt: skip
+    limit: int | None = option(None, "at most N requests", metavar="N", ge=1, group=_IN)
+    rate_scale: float = option(
+        1.0, "divide inter-arrival times by X (2 = twice the rate)",
+        metavar="X", gt=0.0, group=_IN,
+    )  # fmt: skip
+    clip: bool = option(
+        False,
+        "shorten requests longer than --max-model-len and raise zero token "
+        "counts to 1, instead of rejecting the input",
+        group=_IN,
+    )
+    routing: str = option(
+        "vllm",
+        "vllm: vLLM's DP load balancer picks the rank; round-robin: request i "
+        "goes to rank i %% N (JSONL 'rank' always pins)",
+        choices=ROUTINGS, group=_IN,
+    )  # fmt: skip
+    # deployment
+    dp: int = option(2, "data-parallel size", ge=1, group=_DEP)
+    max_num_seqs: int = option(
+        16, "per-rank running cap (the balance gate's cap)",
+        metavar="N", ge=1, group=_DEP,
+    )  # fmt: skip
+    max_num_batched_tokens: int = option(
+        2048, "per-rank token budget per step (chunked prefill)",
+        metavar="N", ge=1, group=_DEP,
+    )  # fmt: skip
+    max_model_len: int = option(
+        16384, "model length: prompt + output tokens of any request",
+        metavar="N", ge=1, group=_DEP,
+    )  # fmt: skip
+    balance_max_frozen_steps: int | None = option(
+        None,
+        "modes with balance on: pass scheduler_config.balance_max_frozen_steps "
+        "N (bounded freeze) to the engines",
+        metavar="N", ge=1, group=_DEP,
+    )  # fmt: skip
+    engine: str = option(
+        "asyncllm",
+        "asyncllm: a real AsyncLLM DP deployment (one engine process per rank)",
+        choices=tuple(ENGINES), group=_DEP,
+    )  # fmt: skip
+    # comparison
+    mode: str = option(
+        "off,on",
+        "comma-separated modes, the first is the baseline: off, on (balance), "
+        "interval:N (vLLM's prefill_schedule_interval), on+interval:N; "
+        "shorthands both (off,on) and aa (off,off: an A/A comparison)",
+        metavar="LIST", group=_CMP,
+    )  # fmt: skip
+    repeat: int = option(
+        2,
+        "runs per mode, in alternating order (ABBA...); with 2 or more every "
+        "metric gets a noise band and differences inside it read '~'",
+        metavar="N", ge=1, group=_CMP,
+    )  # fmt: skip
+    warmup: int = option(
+        2,
+        "requests per rank run (and not measured) after start-up, before the "
+        "workload, so no run pays a cold start",
+        metavar="N", ge=0, group=_CMP,
+    )  # fmt: skip
+    starvation_steps: int = option(
+        64,
+        "report requests that waited through at least N frozen steps",
+        metavar="N", ge=1, group=_CMP,
+    )  # fmt: skip
+    # cost model
+    cost: CostModel = dataclasses.field(default_factory=CostModel)
+    time_scale: float = option(
+        0.5,
+        "wall seconds per modeled second (smaller = faster run, until loop "
+        "overhead exceeds the step budgets: see 'pacing overrun')",
+        metavar="X", gt=0.0, group="cost model (modeled milliseconds per forward pass)",
+    )  # fmt: skip
+    # output
+    json: str | None = option(None, "write runs, metrics and comparison to FILE",
+                              metavar="FILE", group=_OUT)  # fmt: skip
+    plot: str | None = option(
+        None, "plot per-rank running counts over modeled time, one panel per run",
+        metavar="FILE.png", group=_OUT,
+    )  # fmt: skip
+    run_dir: str | None = option(
+        None,
+        "keep the model dir and per-rank records in DIR (default: a temporary "
+        "directory, removed)",
+        metavar="DIR", group=_OUT,
+    )  # fmt: skip
+    log_level: str = option(
+        "WARNING", "vLLM log level (front-end and engines; logs go to stderr)",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"), group=_OUT,
+    )  # fmt: skip
+    executor: str = option(EXECUTOR, "executor class (tests)", hidden=True)
+
+    def __post_init__(self) -> None:
+        check_bounds(self)
+        self.modes()  # a bad --mode is a one-line ValueError here
+
+    def modes(self) -> list[Mode]:
+        """The parsed ``--mode`` list, baseline first."""
+        return parse_modes(self.mode)
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except unset (None) and off (False) ones."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or action.default is False:
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
+def _scalar_type(hint: Any) -> type:
+    """``int`` of ``int | None`` and the like."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
+        return inner
+    return hint
+
+
+def _add_fields(parser: argparse.ArgumentParser, cls: type, groups: dict) -> None:
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        kind = _scalar_type(hints[f.name])
+        if dataclasses.is_dataclass(kind):
+            _add_fields(parser, kind, groups)  # nested: flattened
+            continue
+        meta = f.metadata
+        name = meta["group"] or "options"
+        if name not in groups:
+            groups[name] = parser.add_argument_group(name)
+        kwargs: dict[str, Any] = {"dest": f.name, "default": f.default}
+        kwargs["help"] = argparse.SUPPRESS if meta["hidden"] else meta["help"]
+        if kind is bool:
+            kwargs["action"] = "store_true"
+        else:
+            kwargs["type"] = kind
+            if meta["metavar"]:
+                kwargs["metavar"] = meta["metavar"]
+            if meta["choices"]:
+                kwargs["choices"] = meta["choices"]
+        groups[name].add_argument(flag(f.name), **kwargs)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every option of :class:`ReplayOptions` to ``parser``."""
+    parser.description = DESCRIPTION
+    parser.formatter_class = _HelpFormatter
+    _add_fields(parser, ReplayOptions, {})
+
+
+def _build(cls: type, values: dict[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        kind = _scalar_type(hints[f.name])
+        if dataclasses.is_dataclass(kind):
+            kwargs[f.name] = _build(kind, values)
+        elif f.name in values:
+            kwargs[f.name] = values[f.name]
+    return cls(**kwargs)
+
+
+def from_namespace(args: argparse.Namespace) -> ReplayOptions:
+    """The options parsed by a parser built with :func:`add_arguments`.
+
+    Raises:
+        ValueError: an out-of-range value or a bad ``--mode``, one line.
+    """
+    return typing.cast(ReplayOptions, _build(ReplayOptions, vars(args)))
+
+
+def parse(argv: list[str]) -> ReplayOptions:
+    """Parse ``argv`` (tests and scripts); argparse errors exit 2."""
+    parser = argparse.ArgumentParser(prog="vllm-ascend-balance replay")
+    add_arguments(parser)
+    return from_namespace(parser.parse_args(argv))
