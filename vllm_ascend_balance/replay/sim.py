@@ -41,6 +41,7 @@ end of the step that produced them. Same input and options, same numbers.
 
 from __future__ import annotations
 
+import random
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -48,18 +49,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.costmodel import CostModel
+from vllm_ascend_balance.replay.costmodel import CostModel, lockstep_ms
+from vllm_ascend_balance.replay.join import REQUEST_ID
 from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.outputs import Batch, OutputModel
+from vllm_ascend_balance.replay.records import (
+    GatherRecord,
+    RankRequest,
+    RankStart,
+    RankStep,
+)
 from vllm_ascend_balance.replay.routing import Router
 from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
-from vllm_ascend_balance.replay.stepmodel import (
-    OutputModel,
-    StepBatch,
-    runner_output,
-)
 from vllm_ascend_balance.replay.workload import ReplayRequest
 from vllm_ascend_balance.scheduler import admission_cap
 
@@ -101,59 +103,9 @@ class SimOptions:
     async_scheduling: bool = False
 
 
-@dataclass
-class SimRequestResult:
-    """One request, in modeled seconds from the start of the run."""
-
-    index: int
-    rank: int
-    arrival_s: float
-    first_s: float | None = None
-    finish_s: float | None = None
-    output_tokens: int = 0
-    expected_tokens: int = 0
-
-
-@dataclass
-class SimRun:
-    """What one simulated mode measured.
-
-    Attributes:
-        step_end_s: modeled end time of each step, shape ``(steps,)``.
-        running: ``len(running)`` of each rank at each step's forward pass
-            (after ``schedule()``, as the executor records it), shape
-            ``(steps, dp_size)``.
-        frozen: the gate decision each step's ``schedule()`` used (rank 0).
-        mixed: the step's slowest rank mixed prefill and decode.
-        step_ms: modeled duration of each step.
-        gathers_per_rank: balance gathers each scheduler did.
-        board_gathers: gathers the DP-group stand-in served per rank.
-        frozen_gathers: gathers that decided to freeze (rank 0).
-        rank_steps: schedulers stepped (``steps * dp_size``).
-        wall_s: wall seconds the run took (build excluded).
-        build_s: wall seconds to build the schedulers.
-    """
-
-    mode: str
-    balance: bool
-    dp_size: int
-    cap: int
-    scheduler_class: str
-    requests: list[SimRequestResult]
-    step_end_s: np.ndarray
-    running: np.ndarray
-    frozen: np.ndarray
-    mixed: np.ndarray
-    step_ms: np.ndarray
-    gathers_per_rank: list[int]
-    board_gathers: list[int]
-    frozen_gathers: int
-    rank_steps: int
-    wall_s: float
-    build_s: float
-
-
-def _vllm_config(opts: SimOptions, balance: bool, model_dir: Path) -> Any:
+def _vllm_config(
+    opts: SimOptions, balance: bool, model_dir: Path, extra: dict[str, Any]
+) -> Any:
     from vllm.config import (
         CacheConfig,
         ModelConfig,
@@ -191,7 +143,9 @@ def _vllm_config(opts: SimOptions, balance: bool, model_dir: Path) -> Any:
         scheduler_config=scheduler_config,
         cache_config=cache_config,
         parallel_config=ParallelConfig(data_parallel_size=opts.dp_size),
-        additional_config={"scheduler_config": {"enable_balance_scheduling": balance}},
+        additional_config={
+            "scheduler_config": {"enable_balance_scheduling": balance, **extra}
+        },
     )
 
 
@@ -206,9 +160,13 @@ def scheduler_class(vllm_config: Any) -> type:
 
 
 def build_schedulers(
-    opts: SimOptions, balance: bool, model_dir: Path
+    opts: SimOptions,
+    balance: bool,
+    model_dir: Path,
+    extra: dict[str, Any] | None = None,
 ) -> list[Any]:
-    """N real schedulers of the class activation composes, one per DP rank."""
+    """N real schedulers of the class activation composes, one per DP rank
+    (``extra``: more keys of the balance ``scheduler_config``)."""
     import torch
     from vllm.v1.kv_cache_interface import (
         FullAttentionSpec,
@@ -217,7 +175,7 @@ def build_schedulers(
     )
     from vllm.v1.structured_output import StructuredOutputManager
 
-    vllm_config = _vllm_config(opts, balance, model_dir)
+    vllm_config = _vllm_config(opts, balance, model_dir, extra or {})
     cls = scheduler_class(vllm_config)
     spec = FullAttentionSpec(
         block_size=KV_BLOCK_SIZE, num_kv_heads=1, head_size=8, dtype=torch.float32
@@ -258,14 +216,14 @@ class _PromptPool:
     request creation cheap at 100k requests)."""
 
     def __init__(self, max_len: int) -> None:
-        rng = np.random.default_rng(0)
-        self.ids: list[int] = rng.integers(10, 30000, size=max_len).tolist()
+        rng = random.Random(0)
+        self.ids: list[int] = [rng.randrange(10, 30000) for _ in range(max_len)]
 
     def prompt(self, n: int) -> list[int]:
         return self.ids[:n]
 
 
-def _make_request(req: ReplayRequest, prompts: _PromptPool) -> Any:
+def _make_request(rid: str, req: ReplayRequest, prompts: _PromptPool) -> Any:
     from vllm.sampling_params import SamplingParams
     from vllm.v1.request import Request
 
@@ -273,7 +231,7 @@ def _make_request(req: ReplayRequest, prompts: _PromptPool) -> Any:
         max_tokens=req.output_tokens, ignore_eos=True, detokenize=False
     )
     return Request(
-        request_id=f"req-{req.index}",
+        request_id=rid,
         prompt_token_ids=prompts.prompt(req.prompt_tokens),
         sampling_params=params,
         pooling_params=None,
@@ -281,81 +239,118 @@ def _make_request(req: ReplayRequest, prompts: _PromptPool) -> Any:
     )
 
 
-def run_sim(
+@dataclass
+class SimResult:
+    """What one simulated run produced besides its records.
+
+    Attributes:
+        rank_steps: the per-rank records, index = rank (for :func:`join_run`).
+        rank_requests: each rank's request records.
+        routed_by_vllm: per workload request, whether the balancer chose its
+            rank (not pinned, ``vllm`` routing).
+        starts: each rank's start record.
+        gathers: each rank's gather records (kept for DP <=
+            :data:`GATHER_RECORDS_MAX_DP` only: N values per rank per step).
+        board_gathers: gathers the DP-group stand-in served, per rank.
+        steps: lock-step iterations run.
+        wall_build_s, wall_run_s: wall seconds building the schedulers and
+            stepping them.
+    """
+
+    rank_steps: list[list[RankStep]]
+    rank_requests: list[list[RankRequest]]
+    routed_by_vllm: list[bool]
+    starts: list[RankStart]
+    gathers: list[list[GatherRecord]]
+    board_gathers: list[int]
+    steps: int
+    wall_build_s: float
+    wall_run_s: float
+
+    @property
+    def rank_step_count(self) -> int:
+        return self.steps * len(self.rank_steps)
+
+
+#: Above this DP size no per-gather records are kept (each holds N values).
+GATHER_RECORDS_MAX_DP = 8
+
+
+def simulate(
     balance: bool,
     requests: Sequence[ReplayRequest],
     opts: SimOptions,
     *,
+    balance_max_frozen_steps: int | None = None,
     work_dir: Path | None = None,
-    progress: Callable[[int, float], None] | None = None,
-) -> SimRun:
-    """Replay ``requests`` on the simulated engine with balance on or off.
+    progress: Callable[[int], None] | None = None,
+) -> SimResult:
+    """Replay ``requests`` (index order = workload order) on the simulated
+    engine with balance on or off.
 
     Args:
         balance: the ``enable_balance_scheduling`` setting.
-        requests: the workload, any order (replayed by arrival).
-        opts: deployment and model options.
+        balance_max_frozen_steps: passed to the balance setting's
+            ``scheduler_config`` where set (bounded freeze).
         work_dir: where the tiny model directory goes (a temporary one when
             None).
-        progress: called after each step with (requests finished so far,
-            modeled seconds).
+        progress: called after each step with the number of requests that
+            finished in it.
     """
     t_build = time.perf_counter()
-    tmp = None
-    if work_dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="vab-sim-")
-        work_dir = Path(tmp.name)
-    model_dir = write_tiny_moe_model(work_dir / "model", opts.max_model_len)
-    scheds = build_schedulers(opts, balance, model_dir)
-    if tmp is not None:
-        tmp.cleanup()
+    with tempfile.TemporaryDirectory(prefix="vab-sim-") as tmp:
+        model_dir = write_tiny_moe_model(
+            (work_dir or Path(tmp)) / "model", opts.max_model_len
+        )
+        extra = (
+            {"balance_max_frozen_steps": balance_max_frozen_steps}
+            if balance and balance_max_frozen_steps is not None
+            else {}
+        )
+        scheds = build_schedulers(opts, balance, model_dir, extra)
     n = opts.dp_size
     cls = type(scheds[0])
+    cap = admission_cap(scheds[0])
     gating = hasattr(scheds[0], "balance_gather")
+    keep_gathers = gating and n <= GATHER_RECORDS_MAX_DP
     board = GatherBoard(n)
     groups = [BoardGroup(board, r) for r in range(n)]
     sync_interval, sync_first = dp_sync_rule(scheds[0].vllm_config)
     router = Router(opts.routing, n, opts.stats_interval_s)
-    models = [OutputModel() for _ in range(n)]
+    models = [OutputModel(r) for r in range(n)]
     prompts = _PromptPool(opts.max_model_len)
     cost = opts.cost
-    build_s = time.perf_counter() - t_build
+    starts = [RankStart(r, cls.__name__, cls.__module__, cap, n) for r in range(n)]
+    wall_build_s = time.perf_counter() - t_build
 
     t_run = time.perf_counter()
     order = sorted(requests, key=lambda r: (r.arrival_s, r.index))
-    results: dict[str, SimRequestResult] = {}
-    out_results: list[SimRequestResult] = []
-    step_end: list[float] = []
-    running_rows: list[list[int]] = []
-    frozen_col: list[bool] = []
-    mixed_col: list[bool] = []
-    step_ms_col: list[float] = []
-    finished = 0
+    rank_steps: list[list[RankStep]] = [[] for _ in range(n)]
+    rank_requests: list[list[RankRequest]] = [[] for _ in range(n)]
+    gathers: list[list[GatherRecord]] = [[] for _ in range(n)]
+    routed = [False] * len(requests)
     total = len(order)
     now = 0.0
     nxt = 0
+    step = 0
     engines_running = False
     step_counter = 0
     unfinished = [False] * n
-    idle = StepBatch()
+    idle = Batch()
     while True:
         if not engines_running and not any(unfinished):
             if nxt >= total:
                 break
-            # All engines idle: nothing runs until the next request arrives.
+            # Every engine idle: nothing runs until the next request arrives.
             now = max(now, order[nxt].arrival_s)
         router.publish(now, scheds)
         while nxt < total and order[nxt].arrival_s <= now:
             req = order[nxt]
             nxt += 1
-            rid = f"req-{req.index}"
+            rid = REQUEST_ID.format(req.index)
             rank = router.route(rid, req.index, req.rank)
-            res = SimRequestResult(
-                req.index, rank, req.arrival_s, expected_tokens=req.output_tokens
-            )
-            results[rid] = res
-            out_results.append(res)
-            scheds[rank].add_request(_make_request(req, prompts))
+            routed[req.index] = opts.routing == "vllm" and req.rank is None
+            scheds[rank].add_request(_make_request(rid, req, prompts))
             unfinished[rank] = True
         if not engines_running:
             # START_DP_WAVE: a request reaching an idle deployment wakes every
@@ -363,75 +358,86 @@ def run_sim(
             engines_running = True
             step_counter = 0
 
-        frozen = bool(getattr(scheds[0], "balance_frozen", False))
-        slow_cost = -1.0
-        slow_batch = idle
+        batches: list[Batch] = []
         pending: list[tuple[int, Any, Any]] = []
         for rank, sched in enumerate(scheds):
             batch = idle
             if sched.has_requests():
                 so = sched.schedule()
-                batch, req_ids, sampled = models[rank].account(so)
-                pending.append((rank, so, runner_output(req_ids, sampled)))
+                batch, output, done = models[rank].step(so, step)
+                pending.append((rank, so, output))
+                rank_requests[rank].extend(done)
                 if so.total_num_scheduled_tokens == 0:
-                    batch = idle  # nothing ran: a dummy batch instead
-            c = cost.rank_cost_ms(
-                batch.prefill_tokens, batch.decode_requests, batch.decode_context_tokens
+                    batch = Batch(new_requests=batch.new_requests)  # dummy
+            batches.append(batch)
+        costs = [
+            cost.rank_cost_ms(
+                b.prefill_tokens, b.decode_requests, b.decode_context_tokens
             )
-            if c > slow_cost:
-                slow_cost, slow_batch = c, batch
-        # What the executor records at the forward pass: after schedule().
-        forward_running = [len(s.running) for s in scheds]
-        now += slow_cost / 1000.0
-        for rank, so, mro in pending:
-            outs = scheds[rank].update_from_output(so, mro)
+            for b in batches
+        ]
+        step_ms = lockstep_ms(costs)
+        for rank, sched in enumerate(scheds):
+            b = batches[rank]
+            rank_steps[rank].append(
+                RankStep(
+                    step=step,
+                    rank=rank,
+                    cost_ms=costs[rank],
+                    step_ms=step_ms,
+                    running=len(sched.running),
+                    waiting=len(sched.waiting),
+                    prefill_tokens=b.prefill_tokens,
+                    decode_requests=b.decode_requests,
+                    new_requests=b.new_requests,
+                    frozen=bool(getattr(sched, "balance_frozen", False)),
+                    gathers=int(getattr(sched, "balance_gathers", 0)),
+                    dummy=b.prefill_tokens == 0 and b.decode_requests == 0,
+                )
+            )
+        now += step_ms / 1000.0
+        finished = 0
+        for rank, so, output in pending:
+            outs = scheds[rank].update_from_output(so, output)
             for eco in outs.values():
                 for o in eco.outputs:
-                    res = results[o.request_id]
-                    if o.new_token_ids:
-                        if res.first_s is None:
-                            res.first_s = now
-                        res.output_tokens += len(o.new_token_ids)
                     if o.finish_reason is not None:
-                        res.finish_s = now
                         finished += 1
                         router.finished(o.request_id)
-        counts = [len(s.running) for s in scheds]
         for rank, sched in enumerate(scheds):
             unfinished[rank] = sched.has_unfinished_requests()
         step_counter += 1
         if (sync_first and step_counter == 1) or step_counter % sync_interval == 0:
             engines_running = any(unfinished)
         if gating:
-            board.post(counts)
+            board.post([len(s.running) for s in scheds])
             for rank, sched in enumerate(scheds):
                 sched.dp_group = groups[rank]
                 sched.balance_gather()
-        step_end.append(now)
-        running_rows.append(forward_running)
-        frozen_col.append(frozen)
-        mixed_col.append(slow_batch.mixed)
-        step_ms_col.append(slow_cost)
+                if keep_gathers:
+                    gathers[rank].append(
+                        GatherRecord(
+                            rank,
+                            sched.balance_gathers,
+                            board.values[rank],
+                            list(board.values),
+                            bool(sched.balance_frozen),
+                            cap,
+                        )
+                    )
+        step += 1
         if progress is not None:
-            progress(finished, now)
-
-    steps = len(step_end)
-    return SimRun(
-        mode="on" if balance else "off",
-        balance=balance,
-        dp_size=n,
-        cap=admission_cap(scheds[0]),
-        scheduler_class=cls.__name__,
-        requests=sorted(out_results, key=lambda r: r.index),
-        step_end_s=np.asarray(step_end, dtype=np.float64),
-        running=np.asarray(running_rows, dtype=np.int32).reshape(steps, n),
-        frozen=np.asarray(frozen_col, dtype=bool),
-        mixed=np.asarray(mixed_col, dtype=bool),
-        step_ms=np.asarray(step_ms_col, dtype=np.float64),
-        gathers_per_rank=[int(getattr(s, "balance_gathers", 0)) for s in scheds],
+            progress(finished)
+    for rank, model in enumerate(models):
+        rank_requests[rank].extend(model.unfinished())
+    return SimResult(
+        rank_steps=rank_steps,
+        rank_requests=rank_requests,
+        routed_by_vllm=routed,
+        starts=starts,
+        gathers=gathers,
         board_gathers=list(board.gathers),
-        frozen_gathers=int(getattr(scheds[0], "balance_frozen_gathers", 0)),
-        rank_steps=steps * n,
-        wall_s=time.perf_counter() - t_run,
-        build_s=build_s,
+        steps=step,
+        wall_build_s=wall_build_s,
+        wall_run_s=time.perf_counter() - t_run,
     )
