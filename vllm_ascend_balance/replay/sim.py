@@ -420,7 +420,7 @@ def simulate(
                             rank,
                             sched.balance_gathers,
                             board.values[rank],
-                            list(board.values),
+                            sched.balance_gathered.tolist(),
                             bool(sched.balance_frozen),
                             cap,
                         )
