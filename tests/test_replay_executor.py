@@ -21,16 +21,19 @@ import pytest
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance.replay.cli import _vllm_logs_to_stderr, _work_dir
 from vllm_ascend_balance.replay.costmodel import (
     REPLAY_CONFIG_KEY,
     CostModel,
     ReplaySettings,
 )
+from vllm_ascend_balance.replay.engine_asyncllm import one_line
+from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr, work_dir
 from vllm_ascend_balance.replay.executor import SAMPLED_TOKEN_ID, CostModelExecutor
-from vllm_ascend_balance.replay.recorder import rank_file, read_records
-from vllm_ascend_balance.replay.report import format_table, mode_metrics, status_lines
-from vllm_ascend_balance.replay.runner import Interrupts, ModeRun, _one_line
+from vllm_ascend_balance.replay.interrupts import Interrupts
+from vllm_ascend_balance.replay.modes import Mode
+from vllm_ascend_balance.replay.recorder import rank_file, read_rank_file
+from vllm_ascend_balance.replay.records import RunRecords, RunStatus
+from vllm_ascend_balance.replay.report import status_lines
 
 BUDGET = 64
 
@@ -79,16 +82,24 @@ def test_samples_nothing_while_prefill_is_in_progress(setup):
     assert first == 2 and all(t == [] for t in long_tokens[:first])
     assert [t for t in long_tokens if t] == [[SAMPLED_TOKEN_ID]] * 3
     assert [t for t in sampled["short"] if t] == [[SAMPLED_TOKEN_ID]] * 2
-    steps = [r for r in read_records(run_dir, 1)[0] if r["k"] == "step"]
+    records = read_rank_file(rank_file(run_dir, 0))
+    steps = records.steps
     cost = CostModel()
-    assert steps[0]["pf"] == BUDGET and steps[0]["new"] == 1
-    assert steps[0]["cost_ms"] == pytest.approx(
-        cost.rank_cost_ms(BUDGET, 0, 0), abs=1e-3
-    )
-    decode = [s for s in steps if s["dec"] and not s["pf"]]
-    assert decode and decode[0]["cost_ms"] > cost.step_ms
+    assert steps[0].prefill_tokens == BUDGET and steps[0].new_requests == 1
+    assert steps[0].cost_ms == pytest.approx(cost.rank_cost_ms(BUDGET, 0, 0), abs=1e-3)
+    decode = [s for s in steps if s.decode_requests and not s.prefill_tokens]
+    assert decode and decode[0].cost_ms > cost.step_ms
     for s in steps:  # one rank: the step costs its own cost
-        assert s["step_ms"] == pytest.approx(s["cost_ms"], abs=2e-3)
+        assert s.step_ms == pytest.approx(s.cost_ms, abs=2e-3)
+    # Per-request records: admitted, first token and finish steps.
+    by_id = {r.request_id: r for r in records.requests}
+    assert by_id["long"].admitted_step == 0
+    assert by_id["long"].first_token_step == 2
+    assert by_id["long"].finish_step == 4 and by_id["long"].output_tokens == 3
+    assert by_id["short"].output_tokens == 2
+    (start,) = records.starts
+    assert start.scheduler == "RecordingScheduler"
+    assert start.scheduler_module == "vllm_ascend_balance.replay.recorder"
 
 
 def test_empty_schedule_is_not_a_forward_pass(setup):
@@ -98,9 +109,18 @@ def test_empty_schedule_is_not_a_forward_pass(setup):
     executor.execute_model(so)
     assert executor.sample_tokens(None).req_ids == []
     executor.execute_dummy_batch()  # the engine's dummy batch is one
-    steps = [r for r in read_records(run_dir, 1)[0] if r["k"] == "step"]
-    assert [s["dummy"] for s in steps] == [True]
-    assert steps[0]["cost_ms"] == CostModel().step_ms
+    steps = read_rank_file(rank_file(run_dir, 0)).steps
+    assert [s.dummy for s in steps] == [True]
+    assert steps[0].cost_ms == CostModel().step_ms
+
+
+def test_forward_pass_without_attached_scheduler_fails_loudly(setup):
+    """If vLLM ever built the scheduler before the executor, the recording
+    hook would not attach: the first forward pass must fail, not record 0."""
+    executor, _, _ = setup
+    executor.scheduler = None
+    with pytest.raises(RuntimeError, match="recording hook did not attach"):
+        executor.execute_dummy_batch()
 
 
 def test_rpc_surface(setup):
@@ -118,17 +138,19 @@ def test_rpc_surface(setup):
     assert executor.supported_tasks == ("generate",)
 
 
-def test_shutdown_writes_final_record(setup):
-    executor, _, run_dir = setup
+def test_shutdown_records_unfinished_requests_once(setup):
+    executor, scheduler, run_dir = setup
+    scheduler.add_request(make_request("cut", prompt_len=150, max_tokens=3))
+    _step(executor, scheduler)  # first chunk only
     executor.shutdown()
     executor.shutdown()  # idempotent
-    lines = rank_file(run_dir, 0).read_text().splitlines()
-    finals = [json.loads(x) for x in lines if '"final"' in x]
-    assert len(finals) == 1 and finals[0]["gathers"] == 0
+    (cut,) = read_rank_file(rank_file(run_dir, 0)).requests
+    assert cut.request_id == "cut" and cut.finish_step is None
+    assert cut.first_token_step is None and cut.output_tokens == 0
 
 
 def test_cost_model_rejects_negative_coefficients():
-    with pytest.raises(ValueError, match="decode_req_ms must be >= 0"):
+    with pytest.raises(ValueError, match="--decode-req-ms must be >= 0"):
         CostModel(decode_req_ms=-1)
     assert CostModel().rank_cost_ms(0, 64, 128_000) == pytest.approx(25 + 32 + 19.2)
 
@@ -199,33 +221,20 @@ def test_ctrl_c_while_running_cancels_the_main_task():
     assert asyncio.run(scenario()).interrupted
 
 
-def _metrics(status: str, steps: int, completed: int = 0) -> dict:
-    run = ModeRun("on", True, Path("/nonexistent"), status=status)
-    metrics = mode_metrics(run, 2, 1.0)
-    metrics.update(steps=steps, completed=completed, requests=3)
-    return metrics
-
-
-def test_a_mode_that_measured_nothing_has_no_column_and_its_whole_cause():
-    cause = (
-        "failed: BalanceConfigError: " + "balance scheduling needs the seam; " * 12
-    ).strip()
-    off = _metrics("ok", steps=10, completed=3)
-    off["mode"] = "off"
-    on = _metrics(cause, steps=0)
-    table = format_table([off, on])
-    assert "balance off" in table and "balance on" not in table
-    assert "status" not in table  # the only column is ok
-    assert status_lines([off, on]) == [f"balance on: {cause} (nothing measured)"]
-    assert format_table([on]) == ""
-    partial = _metrics("interrupted", steps=5)
-    assert "status" in format_table([off, partial])
-    assert status_lines([partial]) == ["balance on: interrupted"]
+def test_a_run_that_measured_nothing_says_so_with_its_whole_cause():
+    cause = "BalanceConfigError: " + "balance scheduling needs the seam; " * 12
+    failed = RunRecords(Mode("on", True), 0, 2, RunStatus.FAILED, cause.strip())
+    interrupted = RunRecords(Mode("off"), 1, 2, RunStatus.INTERRUPTED)
+    ok = RunRecords(Mode("off"), 0, 2)
+    assert status_lines([ok, failed, interrupted]) == [
+        f"on run 1: failed: {cause.strip()} (nothing measured)",
+        "off run 2: interrupted (nothing measured)",
+    ]
 
 
 def test_failure_cause_is_one_whole_line():
     long = RuntimeError("install a vLLM branch that carries the seam\n" * 20)
-    text = _one_line(long)
+    text = one_line(long)
     assert "\n" not in text and text.endswith("carries the seam")
     assert text.startswith("RuntimeError: install")
 
@@ -237,20 +246,20 @@ def test_vllm_logs_go_to_stderr_for_the_run(monkeypatch):
     vllm_logger = logging.getLogger("vllm")
     vllm_logger.addHandler(handler)
     try:
-        with _vllm_logs_to_stderr():
+        with vllm_logs_to_stderr():
             assert handler.stream is sys.stderr
             assert os.environ["VLLM_LOGGING_STREAM"] == "ext://sys.stderr"
         assert handler.stream is sys.stdout
         assert "VLLM_LOGGING_STREAM" not in os.environ
         monkeypatch.setenv("VLLM_LOGGING_STREAM", "ext://sys.stdout")  # user's
-        with _vllm_logs_to_stderr():
+        with vllm_logs_to_stderr():
             assert handler.stream is sys.stdout
     finally:
         vllm_logger.removeHandler(handler)
 
 
 def test_temporary_work_dir_is_removed_on_error():
-    with pytest.raises(KeyboardInterrupt), _work_dir(None) as work:
+    with pytest.raises(KeyboardInterrupt), work_dir(None) as work:
         (Path(work) / "x").write_text("x")
         raise KeyboardInterrupt
     assert not Path(work).exists()

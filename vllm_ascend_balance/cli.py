@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import types
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,22 +18,20 @@ def main(argv: list[str] | None = None) -> int:
     doctor.add_arguments(
         sub.add_parser("doctor", help="check the install and what a config activates")
     )
-    replay_cli: types.ModuleType | None
-    try:
-        from vllm_ascend_balance.replay import cli as replay_cli
-    except ImportError:
-        replay_cli = None
-    if replay_cli is not None:
-        replay_cli.add_arguments(
-            sub.add_parser(
-                "replay",
-                help="replay a workload on a real vLLM DP deployment, balance off/on",
-            )
+    # An ImportError of the replay is a bug to see in full, not a missing
+    # subcommand (argparse would answer "invalid choice: 'replay'").
+    from vllm_ascend_balance.replay import cli as replay_cli
+
+    replay_cli.add_arguments(
+        sub.add_parser(
+            "replay",
+            help="replay a workload on a real vLLM DP deployment: balance off, "
+            "on, vLLM's prefill_schedule_interval",
         )
+    )
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor.run(args)
-    assert replay_cli is not None
     return replay_cli.run(args)
 
 

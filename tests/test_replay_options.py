@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Replay options: defined once in a dataclass that drives argparse; the
+``--mode`` grammar; the run order; how modes and options reach vLLM's engine
+arguments (built with the installed vLLM's own ``AsyncEngineArgs``)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from vllm_ascend_balance.replay import options as replay_options
+from vllm_ascend_balance.replay.cli import run_order
+from vllm_ascend_balance.replay.costmodel import REPLAY_CONFIG_KEY, CostModel
+from vllm_ascend_balance.replay.engine_asyncllm import engine_args
+from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.modes import Mode, ModeError, parse_modes
+from vllm_ascend_balance.replay.options import ReplayOptions, parse
+from vllm_ascend_balance.replay.records import RunStatus
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    replay_options.add_arguments(parser)
+    return parser
+
+
+def _option_fields() -> list[dataclasses.Field]:
+    own = [f for f in dataclasses.fields(ReplayOptions) if f.name != "cost"]
+    return own + list(dataclasses.fields(CostModel))
+
+
+def test_every_field_is_one_option_with_the_dataclass_default():
+    parser = _parser()
+    flags = [s for a in parser._actions for s in a.option_strings if s != "-h"]
+    assert len(flags) == len(set(flags))  # nothing defined twice
+    fields = _option_fields()
+    assert sorted(flags) == sorted(
+        ["--help"] + ["--" + f.name.replace("_", "-") for f in fields]
+    )
+    assert parse([]) == ReplayOptions()  # parser defaults = dataclass defaults
+    for f in fields:
+        assert f.metadata["help"], f"{f.name} has no help"
+
+
+def test_values_are_typed_and_nested_cost_model_is_filled():
+    opts = parse(
+        ["--dp", "4", "--step-ms", "30", "--clip", "--duration", "60",
+         "--balance-max-frozen-steps", "8", "--mode", "on,interval:2"]
+    )  # fmt: skip
+    assert opts.dp == 4 and opts.clip and opts.duration == 60.0
+    assert opts.cost == CostModel(step_ms=30.0)
+    assert opts.balance_max_frozen_steps == 8
+    assert [m.label for m in opts.modes()] == ["on", "interval:2"]
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--dp", "0"], "--dp must be >= 1, got 0"),
+        (["--repeat", "0"], "--repeat must be >= 1, got 0"),
+        (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
+        (
+            ["--balance-max-frozen-steps", "0"],
+            "--balance-max-frozen-steps must be >= 1",
+        ),
+        (["--time-scale", "nan"], "--time-scale must be a finite number > 0"),
+        (["--mode", "on,sometimes"], "unknown mode 'sometimes'"),
+        (["--mode", "interval:0"], "interval:N needs an integer N >= 1"),
+        (["--mode", ","], "no mode given"),
+    ],
+)
+def test_out_of_range_values_are_one_line_errors(argv, words):
+    with pytest.raises(ValueError, match=words):
+        parse(argv)
+
+
+def test_mode_grammar():
+    assert parse_modes("both") == [Mode("off"), Mode("on", True)]
+    assert parse_modes("aa") == [Mode("off"), Mode("off'")]
+    assert parse_modes("off,on+interval:4") == [
+        Mode("off"),
+        Mode("on+interval:4", True, 4),
+    ]
+    on, on2 = parse_modes("on,on")
+    assert on.config == on2.config and on2.label == "on'"  # an A/A pair
+    with pytest.raises(ModeError):
+        parse_modes("off+on")
+
+
+def test_runs_alternate_abba():
+    a, b, c = parse_modes("off,on,interval:2")
+    order = run_order([a, b], 4)
+    assert order == [(a, 0), (b, 0), (b, 1), (a, 1), (a, 2), (b, 2), (b, 3), (a, 3)]
+    assert [m.label for m, _ in run_order([a, b, c], 2)] == [
+        "off", "on", "interval:2", "interval:2", "on", "off",
+    ]  # fmt: skip
+
+
+def _engine_args(tmp_path: Path, argv: list[str], mode: Mode):
+    opts = parse(argv)
+    model = write_tiny_moe_model(tmp_path / "model")
+    return engine_args(opts, mode, tmp_path / "run", model)
+
+
+def test_modes_reach_vllm_engine_args(tmp_path):
+    on = _engine_args(tmp_path, ["--balance-max-frozen-steps", "8"], Mode("on", True))
+    scheduler = on.additional_config["scheduler_config"]
+    assert scheduler == {
+        "enable_balance_scheduling": True,
+        "balance_max_frozen_steps": 8,
+    }
+    assert REPLAY_CONFIG_KEY in on.additional_config
+    off = _engine_args(tmp_path, ["--balance-max-frozen-steps", "8"], Mode("off"))
+    # The bounded freeze is a balance setting: not passed when balance is off.
+    assert off.additional_config["scheduler_config"] == {
+        "enable_balance_scheduling": False
+    }
+    interval = _engine_args(tmp_path, [], Mode("on+interval:4", True, 4))
+    assert interval.prefill_schedule_interval == 4
+    default = dataclasses.fields(type(off))
+    assert off.prefill_schedule_interval == next(
+        f.default for f in default if f.name == "prefill_schedule_interval"
+    )
+
+
+def test_prefill_schedule_interval_is_an_engine_arg_of_this_vllm():
+    """Issue 12's comparison needs vLLM's own knob: introspected, not
+    assumed from a version number."""
+    from vllm.engine.arg_utils import AsyncEngineArgs, EngineArgs
+
+    for cls in (EngineArgs, AsyncEngineArgs):
+        assert "prefill_schedule_interval" in {f.name for f in dataclasses.fields(cls)}
+
+
+def test_run_status_is_an_enum_with_a_separate_cause():
+    assert {s.value for s in RunStatus} == {"ok", "interrupted", "failed"}
+    assert RunStatus("failed") is RunStatus.FAILED

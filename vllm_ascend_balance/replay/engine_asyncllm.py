@@ -1,0 +1,315 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The real engine of the replay: a vLLM ``AsyncLLM`` DP deployment on CPU.
+
+Started the way ``vllm serve`` starts it: ``AsyncLLM`` with
+``data_parallel_size`` N spawns the DP coordinator and one
+``DPEngineCoreProc`` per rank; our plugin is activated by vLLM through its
+``vllm.general_plugins`` entry point, balance scheduling by
+``additional_config``. The executor is
+:class:`~vllm_ascend_balance.replay.executor.CostModelExecutor`, which writes
+the per-rank records this engine joins into
+:class:`~vllm_ascend_balance.replay.records.RunRecords`.
+
+One run: start the deployment; warm it up (a few short requests per rank,
+not measured, so no run pays the front-end's or the engines' first-request
+cost); send the workload at its arrival times (``arrival_s * time_scale``
+wall seconds after the start) as token prompts, with ``ignore_eos`` and
+``max_tokens`` = the request's output length; stop the deployment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.costmodel import REPLAY_CONFIG_KEY, ReplaySettings
+from vllm_ascend_balance.replay.engine import RecordingError
+from vllm_ascend_balance.replay.interrupts import Interrupts, reap_children
+from vllm_ascend_balance.replay.join import REQUEST_ID, join_run
+from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.modes import Mode
+from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.recorder import RankFile, rank_file, read_rank_file
+from vllm_ascend_balance.replay.records import RunRecords, RunStatus
+from vllm_ascend_balance.replay.workload import ReplayRequest, Workload
+
+logger = init_logger(__name__)
+
+#: Warm-up requests: short, pinned to each rank in turn.
+WARMUP_PROMPT_TOKENS = 32
+WARMUP_OUTPUT_TOKENS = 4
+
+
+def free_loopback_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def prompt_ids(index: int, length: int, vocab: int = 30000) -> list[int]:
+    """Deterministic token ids (prefix caching is off anyway)."""
+    rng = random.Random(index)
+    return [rng.randrange(10, vocab) for _ in range(length)]
+
+
+def route(request: ReplayRequest, options: ReplayOptions) -> int | None:
+    """The rank the replay pins ``request`` to, or None (vLLM's router)."""
+    if request.rank is not None:
+        return request.rank
+    if options.routing == "round-robin":
+        return request.index % options.dp
+    return None
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line, in full."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+def engine_args(options: ReplayOptions, mode: Mode, run_dir: Path, model: Path) -> Any:
+    """``AsyncEngineArgs`` of one run.
+
+    Raises:
+        ValueError: ``mode`` needs an engine argument this vLLM lacks.
+    """
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    extra: dict[str, Any] = {}
+    if mode.prefill_schedule_interval is not None:
+        names = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+        if "prefill_schedule_interval" not in names:
+            raise ValueError(
+                f"--mode {mode.label}: this vLLM has no engine argument "
+                f"prefill_schedule_interval; use a vLLM that has it"
+            )
+        extra["prefill_schedule_interval"] = mode.prefill_schedule_interval
+    scheduler_config: dict[str, Any] = {"enable_balance_scheduling": mode.balance}
+    if mode.balance and options.balance_max_frozen_steps is not None:
+        scheduler_config["balance_max_frozen_steps"] = options.balance_max_frozen_steps
+    # KV cache: room for every running request at full length, so the
+    # replay never preempts (preemption is not what is being compared).
+    settings = ReplaySettings(
+        run_dir=str(run_dir),
+        lockstep_port=free_loopback_port(),
+        time_scale=options.time_scale,
+        cost=options.cost,
+        kv_cache_tokens=(options.max_num_seqs + 1) * options.max_model_len,
+    )
+    return AsyncEngineArgs(
+        model=str(model),
+        skip_tokenizer_init=True,
+        data_parallel_size=options.dp,
+        data_parallel_address="127.0.0.1",
+        distributed_executor_backend=options.executor,
+        max_num_seqs=options.max_num_seqs,
+        max_num_batched_tokens=options.max_num_batched_tokens,
+        max_model_len=options.max_model_len,
+        enable_prefix_caching=False,
+        enforce_eager=True,
+        dtype="float32",
+        seed=0,
+        additional_config={
+            "scheduler_config": scheduler_config,
+            REPLAY_CONFIG_KEY: settings.to_dict(),
+        },
+        **extra,
+    )
+
+
+class AsyncLLMEngine:
+    """:class:`~vllm_ascend_balance.replay.engine.ReplayEngine` on a real
+    ``AsyncLLM`` deployment (see the module docstring)."""
+
+    def run(
+        self, workload: Workload, mode: Mode, options: ReplayOptions, repeat: int
+    ) -> RunRecords:
+        work = Path(options.run_dir) if options.run_dir else None
+        if work is None:
+            raise ValueError("AsyncLLMEngine needs options.run_dir (a work dir)")
+        run_dir = work / f"{_slug(mode.label)}-{repeat + 1}"
+        shutil.rmtree(run_dir, ignore_errors=True)  # an earlier run's records
+        run_dir.mkdir(parents=True)
+        records = RunRecords(mode, repeat, options.dp)
+        routes = [route(r, options) for r in workload.requests]
+        late = asyncio.run(
+            _deploy_and_send(workload, mode, options, run_dir, routes, records)
+        )
+        records.wall_send_late_s = late
+        files = [read_rank_file(rank_file(run_dir, r)) for r in range(options.dp)]
+        _check_recording(files, records)
+        records.starts = [s for f in files for s in f.starts[:1]]
+        records.gathers = [f.gathers for f in files]
+        records.steps, records.requests = join_run(
+            workload.requests,
+            [r is None for r in routes],
+            [f.steps for f in files],
+            [f.requests for f in files],
+        )
+        return records
+
+
+def _slug(label: str) -> str:
+    return label.replace("'", "-aa").replace(":", "").replace("+", "-")
+
+
+def _check_recording(files: list[RankFile], records: RunRecords) -> None:
+    """Loud failure when a rank stepped without its recording scheduler."""
+    for rank, f in enumerate(files):
+        if f.steps and not f.starts:
+            raise RecordingError(
+                f"rank {rank} recorded steps but its recording scheduler never "
+                f"attached: running/waiting/frozen would read as 0"
+            )
+    if records.status is RunStatus.OK and not any(f.requests for f in files):
+        raise RecordingError("the run completed but no rank recorded a request")
+
+
+async def _deploy_and_send(
+    workload: Workload,
+    mode: Mode,
+    options: ReplayOptions,
+    run_dir: Path,
+    routes: list[int | None],
+    records: RunRecords,
+) -> float:
+    """Start, warm up, replay, stop; sets ``records.status``/``cause`` and
+    the wall diagnostics; returns the largest send lateness (wall s)."""
+    from tqdm import tqdm
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    interrupts = Interrupts()
+    interrupts.install()
+    model = write_tiny_moe_model(run_dir.parent / "model", options.max_model_len)
+    # Engine processes are spawned and configure vLLM logging from the env.
+    os.environ["VLLM_LOGGING_LEVEL"] = options.log_level
+    logging.getLogger("vllm").setLevel(options.log_level)
+    llm: Any = None
+    late = 0.0
+    started = time.monotonic()
+    try:
+        args = engine_args(options, mode, run_dir, model)
+        with interrupts.engine_startup():
+            llm = AsyncLLM.from_engine_args(args)
+        records.wall_startup_s = time.monotonic() - started
+        await _warm_up(llm, options)
+        with tqdm(
+            total=len(workload.requests),
+            desc=f"{mode.label} run {records.repeat + 1}",
+            unit="req",
+            disable=None,  # no bar when stderr is not a terminal
+            file=sys.stderr,
+        ) as bar:
+            late = await _send_all(llm, workload.requests, routes, options, bar)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        records.status = RunStatus.INTERRUPTED
+    except Exception as exc:  # start-up failure, or an engine died
+        records.status, records.cause = RunStatus.FAILED, one_line(exc)
+    finally:
+        if interrupts.interrupted:  # engines that died of the Ctrl-C
+            records.status, records.cause = RunStatus.INTERRUPTED, None
+        records.wall_run_s = time.monotonic() - started
+        if llm is not None:
+            try:
+                llm.shutdown()
+            except Exception:  # already dead: fall through to the reaper
+                logger.debug("AsyncLLM.shutdown failed", exc_info=True)
+        reaped = reap_children()
+        if reaped:
+            logger.debug("reaped leftover processes %s", reaped)
+        interrupts.uninstall()
+    return late
+
+
+async def _generate(
+    llm: Any, request_id: str, ids: list[int], max_tokens: int, rank: int | None
+) -> None:
+    from vllm.inputs import tokens_input
+    from vllm.sampling_params import RequestOutputKind, SamplingParams
+
+    params = SamplingParams(
+        max_tokens=max_tokens,
+        ignore_eos=True,
+        output_kind=RequestOutputKind.DELTA,
+        detokenize=False,
+    )
+    async for _ in llm.generate(
+        tokens_input(ids), params, request_id, data_parallel_rank=rank
+    ):
+        pass
+
+
+async def _warm_up(llm: Any, options: ReplayOptions) -> None:
+    """``options.warmup`` short requests per rank, then the idle steps that
+    end their wave, so the workload starts on an idle, warm deployment."""
+    if options.warmup == 0:
+        return
+    await asyncio.gather(
+        *(
+            _generate(
+                llm,
+                f"warmup-{rank}-{i}",
+                prompt_ids(-1 - i, WARMUP_PROMPT_TOKENS),
+                WARMUP_OUTPUT_TOKENS,
+                rank,
+            )
+            for rank in range(options.dp)
+            for i in range(options.warmup)
+        )
+    )
+    # vLLM ends a DP wave within 32 steps of the last request finishing.
+    await asyncio.sleep(32 * options.cost.step_ms / 1e3 * options.time_scale + 0.2)
+
+
+async def _send_all(
+    llm: Any,
+    requests: list[ReplayRequest],
+    routes: list[int | None],
+    options: ReplayOptions,
+    bar: Any,
+) -> float:
+    """Send every request at its arrival time and wait for all; the first
+    failure (an engine died) raises. Returns the largest send lateness."""
+    t0 = time.monotonic() + 0.2  # a lead, so the first arrivals are on time
+    late = 0.0
+
+    async def one(req: ReplayRequest, rank: int | None) -> None:
+        nonlocal late
+        due = t0 + req.arrival_s * options.time_scale
+        if due > time.monotonic():
+            await asyncio.sleep(due - time.monotonic())
+        late = max(late, time.monotonic() - due)
+        ids = prompt_ids(req.index, req.prompt_tokens)
+        await _generate(llm, REQUEST_ID.format(req.index), ids, req.output_tokens, rank)
+        bar.update(1)
+
+    tasks = [
+        asyncio.create_task(one(r, rank))
+        for r, rank in zip(requests, routes, strict=True)
+    ]
+    try:
+        pending: set[asyncio.Task] = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(
+                pending, return_when=asyncio.FIRST_EXCEPTION
+            )
+            for task in done:
+                task.result()  # raises the first failure
+    finally:
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return late
