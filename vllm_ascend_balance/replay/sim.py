@@ -156,7 +156,13 @@ def scheduler_class(vllm_config: Any) -> type:
 
     plan = plan_activation(vllm_config)
     base = vllm_config.scheduler_config.get_scheduler_cls()
-    return compose_scheduler(base) if plan.active else base
+    if not plan.active:
+        return base
+    # Releases of this package with the bounded freeze compose with the
+    # bound read from the same config (activation's plan carries it).
+    bound = getattr(plan, "max_frozen_steps", None)
+    compose: Any = compose_scheduler
+    return compose(base) if bound is None else compose(base, bound)
 
 
 def build_schedulers(

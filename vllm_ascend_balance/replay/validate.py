@@ -31,6 +31,7 @@ from pathlib import Path
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.engine import load_engine
+from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr
 from vllm_ascend_balance.replay.metrics import RunMetrics, run_metrics
 from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.workload import Workload, load_workload
@@ -236,10 +237,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cases = [c for c in CASES if not args.case or f"{c.name}-{c.dp}" in args.case]
     checks: list[Check] = []
-    with tempfile.TemporaryDirectory(prefix="vab-validate-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="vab-validate-") as tmp,
+        vllm_logs_to_stderr(),
+    ):
         for case in cases:
             print(f"validate-sim: {case.name} DP {case.dp} ...", file=sys.stderr)
-            checks += run_case(case, root, Path(tmp))
+            found = run_case(case, root, Path(tmp))
+            print(format_checks(found), file=sys.stderr)  # as each case ends
+            checks += found
     print(format_checks(checks))
     failed = [c for c in checks if not c.ok]
     print(f"validate-sim: {len(checks) - len(failed)} checks ok, {len(failed)} failed")
