@@ -41,6 +41,7 @@ end of the step that produced them. Same input and options, same numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import tempfile
 import time
@@ -91,6 +92,8 @@ class SimOptions:
             snapshots that reach the ``vllm`` balancer.
         async_scheduling: build ``AsyncScheduler`` (the CPU deployment runs
             ``Scheduler``: keep False to compare with it).
+        longest_request_tokens: prompt + output tokens of the workload's
+            longest request (sizes the KV cache); None: ``max_model_len``.
     """
 
     dp_size: int = 2
@@ -101,6 +104,7 @@ class SimOptions:
     routing: str = "vllm"
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
     async_scheduling: bool = False
+    longest_request_tokens: int | None = None
 
 
 def _vllm_config(
@@ -135,8 +139,12 @@ def _vllm_config(
         cache_dtype="auto",
         enable_prefix_caching=False,
     )
-    # As the real replay sizes it: every running request at full length.
-    kv_tokens = opts.max_num_seqs * opts.max_model_len + opts.max_model_len
+    # Room for every running request at its longest, so nothing is ever
+    # preempted (as the real replay sizes it, but from the longest request
+    # of the workload rather than max_model_len: building N block pools is
+    # most of the start-up time at large DP).
+    longest = min(opts.max_model_len, opts.longest_request_tokens or opts.max_model_len)
+    kv_tokens = (opts.max_num_seqs + 1) * longest
     cache_config.num_gpu_blocks = kv_tokens // KV_BLOCK_SIZE + 1
     return VllmConfig(
         model_config=model_config,
@@ -304,6 +312,9 @@ def simulate(
             finished in it.
     """
     t_build = time.perf_counter()
+    if requests and opts.longest_request_tokens is None:
+        longest = max(r.prompt_tokens + r.output_tokens for r in requests)
+        opts = dataclasses.replace(opts, longest_request_tokens=longest)
     with tempfile.TemporaryDirectory(prefix="vab-sim-") as tmp:
         model_dir = write_tiny_moe_model(
             (work_dir or Path(tmp)) / "model", opts.max_model_len
