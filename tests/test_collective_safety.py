@@ -55,6 +55,7 @@ def _args(trace: Path, dp: int, run_dir: Path, *extra: str) -> list[str]:
         "--trace", str(trace),
         "--dp", str(dp),
         "--mode", "on",
+        "--repeat", "1",
         "--max-num-seqs", str(CAP),
         "--max-num-batched-tokens", "256",
         "--max-model-len", "2048",
@@ -89,45 +90,47 @@ def test_every_request_completes_without_hang(balanced_run):
     dp, result, _ = balanced_run
     assert not result.timed_out, f"DP {dp} replay hung:\n{result.stderr[-3000:]}"
     assert result.returncode == 0, result.stderr[-3000:]
-    (mode,) = result.json["modes"]
-    assert mode["status"] == "ok"
-    assert mode["completed"] == mode["requests"] == WAVES * (CAP + 4)
-    for req in mode["requests_detail"]:
+    (run,) = result.json["runs"]
+    assert run["status"] == "ok"
+    metrics = run["metrics"]
+    assert metrics["completed"] == metrics["requests"] == WAVES * (CAP + 4)
+    for req in run["requests"]:
         assert req["output_tokens"] == req["expected_tokens"], req
     assert result.leftover_pids == [], "engine processes outlived the replay"
 
 
 def test_every_rank_gathers_equally(balanced_run):
     dp, result, run_dir = balanced_run
-    (mode,) = result.json["modes"]
-    gathers = mode["gathers_per_rank"]
+    (run,) = result.json["runs"]
+    gathers = run["metrics"]["gathers_per_rank"]
     assert len(gathers) == dp
     assert gathers[0] > 0, "balance did not activate through the entry point"
     assert len(set(gathers)) == 1, gathers
-    assert all(c.startswith("Recording") for c in mode["scheduler_classes"])
-    assert any("Balance" in c for c in mode["scheduler_classes"])
+    classes = [c.rsplit(".", 1)[-1] for c in run["scheduler_classes"]]
+    assert all(c.startswith("Recording") for c in classes)
+    assert any("Balance" in c for c in classes)
     records = load_run_records(run_dir, "on", dp)
-    by_rank = {
-        rank: [r for r in recs if r["k"] == "gather"] for rank, recs in records.items()
-    }
+    by_rank = {rank: recs.gathers for rank, recs in records.items()}
     # Same number of gathers, and gather n delivered the same vector to every
     # rank, whose entry r is what rank r sent.
     assert len({len(g) for g in by_rank.values()}) == 1
     for n, same in enumerate(zip(*by_rank.values(), strict=True)):
-        vectors = {tuple(g["gathered"]) for g in same}
+        vectors = {tuple(g.gathered) for g in same}
         assert len(vectors) == 1, (n, same)
         (vector,) = vectors
-        assert list(vector) == [g["local"] for g in same], (n, same)
+        assert list(vector) == [g.local for g in same], (n, same)
 
 
 def test_waves_idle_gaps_and_dummy_batches_happened(balanced_run):
     dp, result, run_dir = balanced_run
-    steps = [r for r in load_run_records(run_dir, "on", dp)[0] if r["k"] == "step"]
+    steps = load_run_records(run_dir, "on", dp)[0].steps
     gaps = sum(
-        1 for a, b in zip(steps, steps[1:], strict=False) if b["t0"] - a["t1"] > 0.3
+        1
+        for a, b in zip(steps, steps[1:], strict=False)
+        if b.wall_start - a.wall_end > 0.3
     )
     assert gaps >= WAVES - 1, f"only {gaps} idle gaps: waves did not end"
-    assert any(r["dummy"] for r in steps), "no rank ever ran a dummy batch"
+    assert any(r.dummy for r in steps), "no rank ever ran a dummy batch"
 
 
 def test_freeze_exactly_when_a_rank_is_at_cap(balanced_run):
@@ -135,19 +138,18 @@ def test_freeze_exactly_when_a_rank_is_at_cap(balanced_run):
     records = load_run_records(run_dir, "on", dp)
     freezes = 0
     for rank, recs in records.items():
-        decision = False  # before the first gather nothing is frozen
-        for rec in recs:
-            if rec["k"] == "gather":
-                assert rec["cap"] == CAP
-                assert rec["frozen"] == (max(rec["gathered"]) == CAP), rec
-                decision = rec["frozen"]
-                freezes += rec["frozen"]
-            elif rec["k"] == "step":
-                # The step's schedule() used the last gather's decision ...
-                assert rec["frozen"] == decision, (rank, rec)
-                # ... and a frozen step admits nothing from WAITING.
-                if rec["frozen"]:
-                    assert rec["new"] == 0, (rank, rec)
+        for gather in recs.gathers:
+            assert gather.cap == CAP
+            assert gather.frozen == (max(gather.gathered) == CAP), gather
+            freezes += gather.frozen
+        # Step k's schedule() used the decision of the gather after step k-1
+        # (gather n follows the step that recorded gathers == n - 1) ...
+        decision = {g.n: g.frozen for g in recs.gathers}
+        for step in recs.steps:
+            assert step.frozen == decision.get(step.gathers, False), (rank, step)
+            # ... and a frozen step admits nothing from WAITING.
+            if step.frozen:
+                assert step.new_requests == 0, (rank, step)
     assert freezes > 0, "the skewed load never brought a rank to the cap"
 
 
@@ -163,12 +165,12 @@ def test_negative_control_gather_in_schedule_hangs(tmp_path):
         not result.timed_out
         and result.returncode == 0
         and result.json is not None
-        and result.json["modes"][0]["completed"] == result.json["modes"][0]["requests"]
+        and result.json["runs"][0]["status"] == "ok"
     )
     assert not completed, "gathering inside schedule() did not deadlock"
     records = load_run_records(run_dir, "on", 2)
-    starts = [r for recs in records.values() for r in recs if r["k"] == "start"]
-    assert starts and all(s["scheduler"].startswith("GatherInSchedule") for s in starts)
+    starts = [s for recs in records.values() for s in recs.starts]
+    assert starts and all(s.scheduler.startswith("GatherInSchedule") for s in starts)
     if result.timed_out:
         # Ctrl-C on the hung deployment stops it and reports partial results.
         assert result.interrupted_rc == 1, result.stderr[-3000:]

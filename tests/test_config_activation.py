@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import pickle
 import sys
 import types
@@ -45,6 +44,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.interface import SchedulerInterface
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from tests.support.processes import run_processes
 from tests.support.vllm_objects import make_vllm_config
 from vllm_ascend_balance import activation, config
 from vllm_ascend_balance.config import (
@@ -506,15 +506,10 @@ def _report_target(target: Any, out_path: str) -> None:
 def test_spawned_child_resolves_our_target(tmp_path: Path) -> None:
     activation.register()
     out = tmp_path / "target.txt"
-    ctx = multiprocessing.get_context("spawn")
-    proc = ctx.Process(
-        target=_report_target,
-        args=(engine_core_mod.EngineCoreProc.run_engine_core, str(out)),
+    joined = run_processes(
+        _report_target,
+        [(engine_core_mod.EngineCoreProc.run_engine_core, str(out))],
+        300,  # hang guard only
     )
-    proc.start()
-    proc.join(300)  # hang guard only
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
-    assert proc.exitcode == 0
+    assert joined.exitcodes == [0]
     assert out.read_text() == "vllm_ascend_balance.activation.run_engine_core"

@@ -55,9 +55,9 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import RequestStatus
 
+from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance import activation
 from vllm_ascend_balance.config import SETTING
@@ -196,23 +196,6 @@ def scenarios(draw: st.DrawFn, min_horizon: int = 1, max_horizon: int = 12) -> S
         budget=draw(st.sampled_from([32, 64, 128, 256])),
         horizon=horizon,
         requests=requests,
-    )
-
-
-def fake_model_output(scheduler: Any, output: Any, step: int) -> ModelRunnerOutput:
-    """What a model runner would return for ``output``: one sampled token for
-    every scheduled request whose prompt (or recompute after preemption) is
-    complete after this step, nothing for a prefill still in progress."""
-    req_ids = list(output.num_scheduled_tokens)
-    sampled: list[list[int]] = []
-    for index, req_id in enumerate(req_ids):
-        request = scheduler.requests[req_id]
-        done = request.num_computed_tokens >= request.num_tokens
-        sampled.append([100 + (step * 31 + index) % 500] if done else [])
-    return ModelRunnerOutput(
-        req_ids=req_ids,
-        req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
-        sampled_token_ids=sampled,
     )
 
 

@@ -37,15 +37,15 @@ no gather happens while upstream's own sync still does.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
+
+from tests.support.processes import run_processes
 
 pytestmark = pytest.mark.multiproc
 
@@ -95,20 +95,10 @@ class _CollectiveLog:
 
 
 def _fake_model_output(scheduler: Any, output: Any) -> Any:
-    from vllm.v1.outputs import ModelRunnerOutput
+    # Imported here, like vLLM: the module stays importable without it.
+    from tests.support.model_outputs import fake_model_output
 
-    req_ids = list(output.num_scheduled_tokens)
-    sampled = [
-        [11]
-        if scheduler.requests[r].num_computed_tokens >= scheduler.requests[r].num_tokens
-        else []
-        for r in req_ids
-    ]
-    return ModelRunnerOutput(
-        req_ids=req_ids,
-        req_id_to_index={r: i for i, r in enumerate(req_ids)},
-        sampled_token_ids=sampled,
-    )
+    return fake_model_output(scheduler, output)
 
 
 def _rank_main(
@@ -241,27 +231,17 @@ def _run_ranks(
 
     parallel_config = config(world)
     shrunk = config(shrink_to) if shrink_to else None
-    ctx = multiprocessing.get_context("spawn")
     paths = [tmp_path / f"rank{rank}.json" for rank in range(world)]
-    procs = [
-        ctx.Process(
-            target=_rank_main,
-            args=(rank, parallel_config, shrunk, run_disabled, str(paths[rank])),
-            daemon=True,
-        )
-        for rank in range(world)
-    ]
-    for proc in procs:
-        proc.start()
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    for proc in procs:
-        proc.join(max(deadline - time.monotonic(), 0))
-    hung = [rank for rank, proc in enumerate(procs) if proc.is_alive()]
-    for rank in hung:
-        procs[rank].kill()
-        procs[rank].join()
-    assert not hung, f"ranks {hung} hung (collective mismatch?)"
-    assert [proc.exitcode for proc in procs] == [0] * world
+    joined = run_processes(
+        _rank_main,
+        [
+            (rank, parallel_config, shrunk, run_disabled, str(paths[rank]))
+            for rank in range(world)
+        ],
+        JOIN_TIMEOUT_S,
+    )
+    assert not joined.hung, f"ranks {joined.hung} hung (collective mismatch?)"
+    assert joined.exitcodes == [0] * world
     return [json.loads(path.read_text()) for path in paths]
 
 

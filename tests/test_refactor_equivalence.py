@@ -34,9 +34,9 @@ from hypothesis.stateful import (
 )
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import RequestStatus
 
+from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import original_classes
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.scheduler import SEAM, admission_cap
@@ -144,24 +144,6 @@ def _both(candidate_call: Any, original_call: Any) -> tuple[Any, Any]:
     if got_err is not None:
         raise got_err  # both failed alike: a harness problem, not a divergence
     return results[0], results[1]
-
-
-def fake_model_output(sched: Any, out: Any, step: int) -> ModelRunnerOutput:
-    """One sampled token per scheduled request whose prefill completed in this
-    step (nothing for a partial prefill chunk), like a real model runner."""
-    req_ids = list(out.num_scheduled_tokens)
-    sampled = [
-        [] if sched.requests[rid].is_prefill_chunk else [100 + (step + i) % 50]
-        for i, rid in enumerate(req_ids)
-    ]
-    return ModelRunnerOutput(
-        req_ids=req_ids,
-        req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-        sampled_token_ids=sampled,
-        logprobs=None,
-        prompt_logprobs_dict={},
-        pooler_output=[],
-    )
 
 
 # --------------------------------------------------------------------------

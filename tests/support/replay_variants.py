@@ -26,6 +26,7 @@ from typing import Any
 from vllm.logger import init_logger
 
 from vllm_ascend_balance.replay.executor import CostModelExecutor
+from vllm_ascend_balance.replay.recorder import RankFile, rank_file, read_rank_file
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
 
 logger = init_logger(__name__)
@@ -213,7 +214,9 @@ def skewed_waves(
     return rows
 
 
-def load_run_records(run_dir: Path, mode: str, dp_size: int) -> dict[int, list[dict]]:
-    from vllm_ascend_balance.replay.recorder import read_records
-
-    return read_records(run_dir / f"balance-{mode}", dp_size)
+def load_run_records(run_dir: Path, mode: str, dp_size: int) -> dict[int, RankFile]:
+    """Each rank's records of the first run of ``mode`` kept in ``run_dir``."""
+    return {
+        rank: read_rank_file(rank_file(run_dir / f"{mode}-1", rank))
+        for rank in range(dp_size)
+    }

@@ -2,10 +2,9 @@
 """Compare modes over repeated runs, each metric against its noise.
 
 Every mode runs ``--repeat`` R times. For each metric, a mode's value is the
-mean over its runs, with the half-width of its 99 % confidence interval
-(Student's t with R-1 degrees of freedom; runs of one mode are A/A runs, so
-their scatter is the noise). A mode is compared with the baseline (the first
-mode) by the difference of the means, judged against the *band*: the
+mean over its runs, shown with half the range of its runs (runs of one
+mode are A/A runs: their scatter is the noise). A mode is compared with the
+baseline (the first mode) by the difference of the means, judged against the *band*: the
 half-width of the 99 % confidence interval of that difference (pooled
 variance, ``R_base + R_mode - 2`` degrees of freedom):
 
@@ -97,6 +96,14 @@ class Cell:
         if n < 2 or mean is None:
             return None
         return sum((x - mean) ** 2 for x in self.values) / (n - 1)
+
+    @property
+    def half_range(self) -> float | None:
+        """Half the range of the runs (every run is within ``mean ±`` twice
+        this); None with fewer than two runs."""
+        if len(self.values) < 2:
+            return None
+        return (max(self.values) - min(self.values)) / 2
 
     @property
     def ci99(self) -> float | None:

@@ -213,6 +213,10 @@ async def _deploy_and_send(
             file=sys.stderr,
         ) as bar:
             late = await _send_all(llm, workload.requests, routes, options, bar)
+        # Shut down idle engines: SIGTERM does not interrupt a rank blocked
+        # in the lock-step collective of a dummy batch whose peer already
+        # exited, and vLLM would force-kill it after its grace period.
+        await _wave_end(options)
     except (asyncio.CancelledError, KeyboardInterrupt):
         records.status = RunStatus.INTERRUPTED
     except Exception as exc:  # start-up failure, or an engine died
@@ -269,8 +273,15 @@ async def _warm_up(llm: Any, options: ReplayOptions) -> None:
             for i in range(options.warmup)
         )
     )
-    # vLLM ends a DP wave within 32 steps of the last request finishing.
-    await asyncio.sleep(32 * options.cost.step_ms / 1e3 * options.time_scale + 0.2)
+    await _wave_end(options)
+
+
+async def _wave_end(options: ReplayOptions) -> None:
+    """Wait until the DP ranks have agreed that the wave is over: vLLM's DP
+    sync (``_has_global_unfinished_reqs``) all-reduces at least every 32
+    steps, and the ranks run dummy batches until then (twice that, for loop
+    overhead on a busy host)."""
+    await asyncio.sleep(64 * options.cost.step_ms / 1e3 * options.time_scale + 0.5)
 
 
 async def _send_all(

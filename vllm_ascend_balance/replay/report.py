@@ -2,8 +2,8 @@
 """The replay's output: the comparison table, starvation and status lines,
 the JSON file and the plot. Reads only records, metrics and the comparison.
 
-Table cells are ``mean ±99 % confidence half-width`` over a mode's runs; the
-verdict columns judge each mode against the baseline (:mod:`.compare`).
+Table cells are ``mean ±half the range`` of a mode's runs (its A/A noise);
+the verdict columns judge each mode against the baseline (:mod:`.compare`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ def _num(value: float, spec: MetricSpec) -> str:
 def format_cell(c: Cell, spec: MetricSpec) -> str:
     if c.mean is None:
         return "-"
-    if c.ci99 is None:
+    if c.half_range is None:
         return _num(c.mean, spec)
-    return f"{_num(c.mean, spec)} ±{_num(c.ci99, spec)}"
+    return f"{_num(c.mean, spec)} ±{_num(c.half_range, spec)}"
 
 
 def format_verdict(v: Verdict, base: Cell, spec: MetricSpec) -> str:
@@ -96,10 +96,9 @@ def format_table(
 def band_note(comparison: Comparison, repeat: int) -> str:
     if comparison.banded:
         return (
-            f"±: 99% confidence half-width over {repeat} runs per mode (ABBA "
-            "order, each run warmed up); vs: difference of means, '~ no "
-            "effect' when inside the 99% confidence half-width of the "
-            "difference."
+            f"±: half the range of the {repeat} runs of each mode (A/A noise; "
+            "runs in ABBA order, each warmed up). vs: difference of the means "
+            "± its 99% confidence half-width; '~ no effect' when inside it."
         )
     return (
         "no noise band (one run per mode): use --repeat 2 or more; '?' is not "

@@ -50,7 +50,10 @@ def print_results(
     )
     if measured:
         completed = {
-            m.label: "+".join(f"{x.completed}/{x.requests}" for x in by_mode[m.label])
+            # Runs that completed alike print once.
+            m.label: " ".join(
+                sorted({f"{x.completed}/{x.requests}" for x in by_mode[m.label]})
+            )
             or "-"
             for m in modes
         }

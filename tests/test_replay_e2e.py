@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The replay end to end on real ``AsyncLLM`` DP 2 deployments: balance off
+and on, two runs each in ABBA order, on a workload that brings one rank to
+the cap while the other keeps receiving requests.
+
+The known effect must be reported as an effect (balance freezes admission:
+a frozen share above 0 against exactly 0 with balance off, and requests on
+the other rank starve behind the full one), and the report carries the
+bands, per-rank rows and the starvation line. The verdict statistics
+themselves (A/A comparisons report no effect) are checked on a noise model
+in ``test_replay_compare.py``; the modeled-time property in
+``test_replay_metrics.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.replay_variants import run_replay, write_jsonl
+
+pytestmark = [pytest.mark.e2e, pytest.mark.multiproc, pytest.mark.slow]
+
+CAP = 4
+
+
+def _workload() -> list[dict]:
+    # Rank 0: CAP + 2 long requests at once (it stays at the cap); rank 1: a
+    # short request every 0.3 modeled s, which balance holds while rank 0 is
+    # at the cap.
+    rows = [
+        {"arrival_s": 0.0, "prompt_tokens": 64, "output_tokens": 60, "rank": 0}
+        for _ in range(CAP + 2)
+    ]
+    rows += [
+        {"arrival_s": round(0.1 + 0.3 * i, 3), "prompt_tokens": 32,
+         "output_tokens": 4, "rank": 1}
+        for i in range(8)
+    ]  # fmt: skip
+    return sorted(rows, key=lambda r: r["arrival_s"])
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("e2e")
+    trace = write_jsonl(tmp / "cap.jsonl", _workload())
+    args = [
+        "--trace", str(trace), "--dp", "2", "--mode", "off,on", "--repeat", "2",
+        "--max-num-seqs", str(CAP), "--max-num-batched-tokens", "256",
+        "--max-model-len", "1024", "--time-scale", "0.2",
+        "--starvation-steps", "10",
+    ]  # fmt: skip
+    result = run_replay(args, timeout=900, json_path=tmp / "out.json")
+    assert not result.timed_out and result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_runs_alternate_and_all_complete(replay):
+    runs = replay.json["runs"]
+    assert [(r["mode"], r["repeat"]) for r in runs] == [
+        ("off", 0), ("on", 0), ("on", 1), ("off", 1)
+    ]  # fmt: skip
+    for run in runs:
+        assert run["status"] == "ok"
+        assert run["metrics"]["completed"] == run["metrics"]["requests"] == CAP + 10
+        # Per-rank results for every request.
+        assert {q["rank"] for q in run["requests"]} == {0, 1}
+
+
+def test_known_effect_is_reported_with_bands(replay):
+    frozen = replay.json["comparison"]["metrics"]["steps frozen"]
+    assert frozen["off"]["values"] == [0.0, 0.0]
+    assert frozen["on"]["effect"] is True, frozen
+    lines = replay.stdout.splitlines()
+    (row,) = [x for x in lines if x.startswith("steps frozen")]
+    assert "0.0% ±0.0%" in row and "~" not in row
+    assert any(x.startswith("rank 1 TTFT p99 (ms)") for x in lines)
+    assert any(x.startswith("TTFT p99 worst rank (ms)") for x in lines)
+    assert any("99% confidence" in x for x in lines)
+    (done,) = [x for x in lines if x.startswith("completed requests")]
+    assert done.split()[2:] == [f"{CAP + 10}/{CAP + 10}"] * 2
+    (starved,) = [x for x in lines if x.startswith("starvation (on)")]
+    assert "most on rank 1" in starved
