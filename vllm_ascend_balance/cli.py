@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``vllm-ascend-balance`` command line: ``doctor`` and ``replay``."""
+"""``vllm-ascend-balance`` command line: ``doctor``, ``replay`` and
+``validate-sim``."""
 
 from __future__ import annotations
 
@@ -39,9 +40,19 @@ def _main(argv: list[str] | None) -> int:
             "on, vLLM's prefill_schedule_interval",
         )
     )
+    from vllm_ascend_balance.replay import validate
+
+    validate.add_arguments(
+        sub.add_parser(
+            "validate-sim",
+            help="check the simulated replay engine against the real deployment",
+        )
+    )
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor.run(args)
+    if args.command == "validate-sim":
+        return validate.run(args)
     return replay_cli.run(args)
 
 
