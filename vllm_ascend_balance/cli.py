@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``vllm-ascend-balance`` command line: ``doctor`` and ``replay``."""
+"""``vllm-ascend-balance`` command line: ``doctor``, ``replay`` and
+``validate-sim``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,16 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; results go to stdout, vLLM's logs to stderr."""
+    from vllm_ascend_balance.log_streams import vllm_logs_to_stderr
+
+    # Before the subcommands import vLLM, which configures its log handler
+    # on first import.
+    with vllm_logs_to_stderr():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="vllm-ascend-balance",
         description="Balance scheduling for vLLM DP + MoE: diagnostics and replay.",
@@ -29,9 +40,19 @@ def main(argv: list[str] | None = None) -> int:
             "on, vLLM's prefill_schedule_interval",
         )
     )
+    from vllm_ascend_balance.replay import validate
+
+    validate.add_arguments(
+        sub.add_parser(
+            "validate-sim",
+            help="check the simulated replay engine against the real deployment",
+        )
+    )
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor.run(args)
+    if args.command == "validate-sim":
+        return validate.run(args)
     return replay_cli.run(args)
 
 

@@ -34,6 +34,7 @@ logger = init_logger(__name__)
 #: ``--engine`` name -> ``module:Class`` (imported only when chosen).
 ENGINES: dict[str, str] = {
     "asyncllm": "vllm_ascend_balance.replay.engine_asyncllm:AsyncLLMEngine",
+    "sim": "vllm_ascend_balance.replay.engine_sim:SimEngine",
 }
 
 

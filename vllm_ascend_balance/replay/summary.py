@@ -11,6 +11,7 @@ from typing import Any
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay import report
 from vllm_ascend_balance.replay.compare import METRICS, compare, rank_metrics
+from vllm_ascend_balance.replay.heatmap import HEATMAP_MIN_DP, plot_heatmaps
 from vllm_ascend_balance.replay.metrics import RunMetrics, run_metrics
 from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.records import RunRecords
@@ -117,7 +118,17 @@ def _write_outputs(
     if options.plot and measured:
         first = [r for r in measured if r.repeat == 0] or measured
         try:
-            report.plot_running(Path(options.plot), first, options.max_num_seqs)
+            if options.dp >= HEATMAP_MIN_DP:  # one line per rank is unreadable
+                plot_heatmaps(
+                    Path(options.plot),
+                    [
+                        (r.mode.label, r, run_metrics(r, options.starvation_steps))
+                        for r in first
+                    ],
+                    options.max_num_seqs,
+                )
+            else:
+                report.plot_running(Path(options.plot), first, options.max_num_seqs)
         except (OSError, ValueError) as exc:
             print(f"replay: error: --plot: could not write ({exc})", file=sys.stderr)
             ok = False

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The simulated engine agrees with the real deployment (one small case).
+
+The real half is vLLM's own ``AsyncLLM`` DP deployment (one engine process
+per rank, the cost-model executor, this plugin activated through its entry
+point); the simulated half is ``--engine sim`` on the same workload. The
+full matrix (built-in mix and Azure slice, DP 2 and 4, balance off and on)
+is ``vllm-ascend-balance validate-sim``; here one case, balance on, keeps
+the suite's wall time down on 2 shared cores.
+
+Negative control: the same comparison with the simulated side's numbers
+moved just past each tolerance (or a rank missing a gather) must fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from vllm_ascend_balance.replay.validate import (
+    FROZEN_POINTS,
+    MIXED_POINTS,
+    TPOT_RELATIVE,
+    Case,
+    compare_runs,
+    format_checks,
+    run_case,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.timeout(900)
+def test_sim_agrees_with_real_deployment(tmp_path: Path) -> None:
+    checks = run_case(Case("builtin", 2), REPO_ROOT, tmp_path, modes="on")
+    assert all(c.ok for c in checks), "\n" + format_checks(checks)
+
+
+def _metrics(tmp_path: Path) -> object:
+    from vllm_ascend_balance.replay.engine import load_engine
+    from vllm_ascend_balance.replay.metrics import run_metrics
+    from vllm_ascend_balance.replay.options import ReplayOptions
+
+    options = ReplayOptions(dp=2, engine="sim", mode="on", repeat=1, max_num_seqs=8)
+    workload = Case("builtin", 2, duration=15.0).workload(REPO_ROOT, 16384)
+    (mode,) = options.modes()
+    return run_metrics(load_engine("sim").run(workload, mode, options, 0), 64)
+
+
+def test_negative_control_each_tolerance_can_fail(tmp_path: Path) -> None:
+    m = _metrics(tmp_path)
+    assert all(c.ok for c in compare_runs("x", "on", True, m, m))
+    bad = {
+        "frozen": dataclasses.replace(
+            m, frozen_share=m.frozen_share + FROZEN_POINTS + 0.005
+        ),
+        "mixed": dataclasses.replace(
+            m, mixed_share=m.mixed_share + MIXED_POINTS + 0.005
+        ),
+        "tpot50": dataclasses.replace(
+            m, tpot_p50_ms=m.tpot_p50_ms * (1 + TPOT_RELATIVE + 0.01)
+        ),
+        "tpot99": dataclasses.replace(
+            m, tpot_p99_ms=m.tpot_p99_ms * (1 - TPOT_RELATIVE - 0.01)
+        ),
+        "gathers": dataclasses.replace(
+            m, gathers_per_rank=(m.gathers_per_rank[0], m.gathers_per_rank[1] - 1)
+        ),
+        "completed": dataclasses.replace(m, completed=m.completed - 1),
+    }
+    for name, sim in bad.items():
+        failed = [c.what for c in compare_runs("x", "on", True, m, sim) if not c.ok]
+        assert len(failed) == 1, (name, failed)

@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``--engine sim``: the replay's engine stage on the simulated engine.
+
+:class:`SimEngine` is the second
+:class:`~vllm_ascend_balance.replay.engine.ReplayEngine`: it runs a workload
+in one mode on N real vLLM schedulers stepped in lock step in this process
+(:mod:`.sim`) and hands the same :class:`~.records.RunRecords` to the
+metrics as the real ``AsyncLLM`` deployment, joined on the same modeled
+clock (:func:`~.join.join_run`). It is deterministic: the same workload and
+options give the same records, so ``--repeat`` runs are identical.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.join import join_run
+from vllm_ascend_balance.replay.modes import Mode
+from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.records import RunRecords, RunStatus
+from vllm_ascend_balance.replay.sim import SimOptions, simulate
+from vllm_ascend_balance.replay.workload import Workload
+
+logger = init_logger(__name__)
+
+#: Runs with at least this many requests x ranks show a progress bar.
+PROGRESS_MIN_WORK = 20_000
+
+
+class SimEngineError(ValueError):
+    """An option the simulated engine cannot honour (one line)."""
+
+
+def sim_options(options: ReplayOptions) -> SimOptions:
+    """The simulated engine's options from the replay's."""
+    return SimOptions(
+        dp_size=options.dp,
+        max_num_seqs=options.max_num_seqs,
+        max_num_batched_tokens=options.max_num_batched_tokens,
+        max_model_len=options.max_model_len,
+        cost=options.cost,
+        routing=options.routing,
+    )
+
+
+def check_mode(mode: Mode) -> None:
+    """Refuse what the simulation does not model.
+
+    Raises:
+        SimEngineError: ``interval:N`` (vLLM's DP prefill throttling lives in
+            ``DPEngineCoreProc``, which the simulation does not run).
+    """
+    if mode.prefill_schedule_interval is not None:
+        raise SimEngineError(
+            f"--mode {mode.label}: --engine sim does not model vLLM's "
+            f"prefill_schedule_interval; use --engine asyncllm for interval:N"
+        )
+
+
+class SimEngine:
+    """:class:`~vllm_ascend_balance.replay.engine.ReplayEngine` on N real
+    schedulers in one process (see the module docstring).
+
+    The simulation is deterministic, so a repetition (``--repeat``) of a
+    mode already run on the same workload and options reuses its records
+    instead of stepping the schedulers again (same numbers, no wall time)."""
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[int, tuple[Any, ...], str], RunRecords] = {}
+
+    def run(
+        self, workload: Workload, mode: Mode, options: ReplayOptions, repeat: int
+    ) -> RunRecords:
+        check_mode(mode)
+        key = (id(workload), mode.config, repr(options))
+        earlier = self._done.get(key)
+        if earlier is not None:
+            return dataclasses.replace(earlier, mode=mode, repeat=repeat)
+        records = self._run(workload, mode, options, repeat)
+        if records.status is RunStatus.OK:
+            self._done[key] = records
+        return records
+
+    def _run(
+        self, workload: Workload, mode: Mode, options: ReplayOptions, repeat: int
+    ) -> RunRecords:
+        records = RunRecords(mode, repeat, options.dp)
+        requests = workload.requests
+        bar: Any = None
+        if len(requests) * options.dp >= PROGRESS_MIN_WORK:
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=len(requests),
+                desc=f"sim DP {options.dp} balance {mode.label}",
+                unit="req",
+                file=sys.stderr,
+                mininterval=1.0,
+                disable=None,  # only on a terminal
+            )
+        try:
+            result = simulate(
+                mode.balance,
+                requests,
+                sim_options(options),
+                balance_max_frozen_steps=options.balance_max_frozen_steps,
+                progress=bar.update if bar is not None else None,
+            )
+        except KeyboardInterrupt:
+            records.status = RunStatus.INTERRUPTED
+            records.cause = "interrupted (Ctrl-C)"
+            return records
+        finally:
+            if bar is not None:
+                bar.close()
+        records.starts = result.starts
+        records.gathers = result.gathers
+        records.wall_startup_s = result.wall_build_s
+        records.wall_run_s = result.wall_run_s
+        records.steps, records.requests = join_run(
+            requests, result.routed_by_vllm, result.rank_steps, result.rank_requests
+        )
+        return records

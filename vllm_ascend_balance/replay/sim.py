@@ -1,0 +1,460 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The simulated engine: N real vLLM schedulers in one process, in lock step.
+
+A second engine for the replay (``--engine sim``), for DP sizes the real
+deployment cannot reach on a small machine (one engine process per rank).
+What is real and what is modeled:
+
+- **Schedulers: real.** Each rank is the scheduler class a real engine core
+  would build: :func:`~vllm_ascend_balance.activation.plan_activation` reads
+  the same ``VllmConfig`` (tiny MoE model directory, DP size N, the balance
+  setting) and, where balance applies,
+  :func:`~vllm_ascend_balance.activation.compose_scheduler` composes
+  ``BalanceSchedulerMixin`` onto ``Scheduler`` (or ``AsyncScheduler`` with
+  ``async_scheduling``), exactly as ``run_engine_core`` does. The KV cache is
+  one ``FullAttentionSpec`` group sized like the real replay's (nothing is
+  preempted); ``log_stats`` is off (it only feeds metrics).
+- **The engine loop: mirrored.** One iteration of
+  ``DPEngineCoreProc.run_busy_loop`` per rank per step: requests that arrived
+  are added (``scheduler.add_request``); a rank with requests runs
+  ``schedule()``, the model (below) and ``update_from_output()``; a rank that
+  ran no tokens runs a dummy batch while any rank is busy; then
+  ``_has_global_unfinished_reqs`` (all-reduce only every
+  ``dp_sync_interval`` steps, 32 in releases without that setting, and at a
+  wave's first step where the release syncs it) and, with balance on, the
+  gather on every rank. When every rank is idle the deployment waits for the
+  next arrival: no step, no gather (the all-idle ``continue``).
+- **The gather: real decision code.** Every scheduler's ``balance_gather()``
+  runs as in the engine hook; its ``dist.all_gather`` goes to an in-process
+  stand-in for the DP group (:mod:`.simgroup`) that returns the vector of
+  every rank's ``len(running)``.
+- **The model: the replay's.** :class:`~.stepmodel.OutputModel` produces the
+  model outputs as the real executor does; a step costs the slowest rank's
+  :class:`~.costmodel.CostModel` cost (the MoE collective keeps ranks in
+  lock step), dummy batches ``step_ms``.
+- **Routing:** :mod:`.routing` (vLLM's DP load balancer with stale stats,
+  round-robin, or the JSONL ``rank``).
+
+Time is modeled only (no pacing): a request's first token and finish are the
+end of the step that produced them. Same input and options, same numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.costmodel import CostModel, lockstep_ms
+from vllm_ascend_balance.replay.join import REQUEST_ID
+from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.outputs import Batch, OutputModel
+from vllm_ascend_balance.replay.records import (
+    GatherRecord,
+    RankRequest,
+    RankStart,
+    RankStep,
+)
+from vllm_ascend_balance.replay.routing import Router
+from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
+from vllm_ascend_balance.replay.workload import ReplayRequest
+from vllm_ascend_balance.scheduler import admission_cap
+
+logger = init_logger(__name__)
+
+KV_BLOCK_SIZE = 16
+#: The sync interval of ``_has_global_unfinished_reqs`` in releases without
+#: ``ParallelConfig.dp_sync_interval`` (0.27.1: every 32 steps).
+LEGACY_DP_SYNC_INTERVAL = 32
+#: Modeled seconds between two DP coordinator stats publications: 100 ms of
+#: wall time at the real replay's default time scale of 0.5.
+DEFAULT_STATS_INTERVAL_S = 0.2
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Options of one simulated run.
+
+    Attributes:
+        dp_size: data-parallel ranks (schedulers).
+        max_num_seqs: per-rank running cap (the balance gate's cap).
+        max_num_batched_tokens: per-rank token budget per step.
+        max_model_len: model length in tokens.
+        cost: the cost model.
+        routing: ``"vllm"`` or ``"round-robin"`` (:mod:`.routing`).
+        stats_interval_s: modeled seconds between the coordinator's stats
+            snapshots that reach the ``vllm`` balancer.
+        async_scheduling: build ``AsyncScheduler`` (the CPU deployment runs
+            ``Scheduler``: keep False to compare with it).
+        longest_request_tokens: prompt + output tokens of the workload's
+            longest request (sizes the KV cache); None: ``max_model_len``.
+    """
+
+    dp_size: int = 2
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int = 2048
+    max_model_len: int = 16384
+    cost: CostModel = field(default_factory=CostModel)
+    routing: str = "vllm"
+    stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
+    async_scheduling: bool = False
+    longest_request_tokens: int | None = None
+
+
+def _vllm_config(
+    opts: SimOptions, balance: bool, model_dir: Path, extra: dict[str, Any]
+) -> Any:
+    from vllm.config import (
+        CacheConfig,
+        ModelConfig,
+        ParallelConfig,
+        SchedulerConfig,
+        VllmConfig,
+    )
+
+    model_config = ModelConfig(
+        model=str(model_dir),
+        skip_tokenizer_init=True,
+        max_model_len=opts.max_model_len,
+        dtype="float32",
+        seed=0,
+    )
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=opts.max_num_seqs,
+        max_num_batched_tokens=opts.max_num_batched_tokens,
+        max_model_len=opts.max_model_len,
+        enable_chunked_prefill=True,
+        async_scheduling=opts.async_scheduling,
+        is_encoder_decoder=False,
+    )
+    cache_config = CacheConfig(
+        block_size=KV_BLOCK_SIZE,
+        gpu_memory_utilization=0.9,
+        cache_dtype="auto",
+        enable_prefix_caching=False,
+    )
+    # Room for every running request at its longest, so nothing is ever
+    # preempted (as the real replay sizes it, but from the longest request
+    # of the workload rather than max_model_len: building N block pools is
+    # most of the start-up time at large DP).
+    longest = min(opts.max_model_len, opts.longest_request_tokens or opts.max_model_len)
+    kv_tokens = (opts.max_num_seqs + 1) * longest
+    cache_config.num_gpu_blocks = kv_tokens // KV_BLOCK_SIZE + 1
+    return VllmConfig(
+        model_config=model_config,
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        parallel_config=ParallelConfig(data_parallel_size=opts.dp_size),
+        additional_config={
+            "scheduler_config": {"enable_balance_scheduling": balance, **extra}
+        },
+    )
+
+
+def scheduler_class(vllm_config: Any) -> type:
+    """The class a DP engine core builds for ``vllm_config``: activation's own
+    plan and composition (the balance mixin only where balance applies)."""
+    from vllm_ascend_balance.activation import compose_scheduler, plan_activation
+
+    plan = plan_activation(vllm_config)
+    base = vllm_config.scheduler_config.get_scheduler_cls()
+    if not plan.active:
+        return base
+    # Releases of this package with the bounded freeze compose with the
+    # bound read from the same config (activation's plan carries it).
+    bound = getattr(plan, "max_frozen_steps", None)
+    compose: Any = compose_scheduler
+    return compose(base) if bound is None else compose(base, bound)
+
+
+def build_schedulers(
+    opts: SimOptions,
+    balance: bool,
+    model_dir: Path,
+    extra: dict[str, Any] | None = None,
+) -> list[Any]:
+    """N real schedulers of the class activation composes, one per DP rank
+    (``extra``: more keys of the balance ``scheduler_config``)."""
+    import torch
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+    )
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config = _vllm_config(opts, balance, model_dir, extra or {})
+    cls = scheduler_class(vllm_config)
+    spec = FullAttentionSpec(
+        block_size=KV_BLOCK_SIZE, num_kv_heads=1, head_size=8, dtype=torch.float32
+    )
+    out = []
+    for _ in range(opts.dp_size):
+        kv_cache_config = KVCacheConfig(
+            num_blocks=vllm_config.cache_config.num_gpu_blocks,
+            kv_cache_tensors=[],
+            kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)],
+        )
+        out.append(
+            cls(
+                vllm_config=vllm_config,
+                kv_cache_config=kv_cache_config,
+                block_size=KV_BLOCK_SIZE,
+                log_stats=False,
+                structured_output_manager=StructuredOutputManager(vllm_config),
+            )
+        )
+    return out
+
+
+def dp_sync_rule(vllm_config: Any) -> tuple[int, bool]:
+    """``(interval, sync_first_step)`` of ``_has_global_unfinished_reqs`` in
+    the installed release: every ``dp_sync_interval`` steps and at a wave's
+    first step where ``ParallelConfig`` has ``dp_sync_interval`` (0.32.0),
+    else every 32 steps (0.27.1)."""
+    interval = getattr(vllm_config.parallel_config, "dp_sync_interval", None)
+    if interval is None:
+        return LEGACY_DP_SYNC_INTERVAL, False
+    return int(interval), True
+
+
+class _PromptPool:
+    """Prompt token ids for simulated requests: slices of one fixed list of
+    ids (prefix caching is off, so only the length matters; slicing keeps
+    request creation cheap at 100k requests)."""
+
+    def __init__(self, max_len: int) -> None:
+        rng = random.Random(0)
+        self.ids: list[int] = [rng.randrange(10, 30000) for _ in range(max_len)]
+
+    def prompt(self, n: int) -> list[int]:
+        return self.ids[:n]
+
+
+def _make_request(rid: str, req: ReplayRequest, prompts: _PromptPool) -> Any:
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    params = SamplingParams(
+        max_tokens=req.output_tokens, ignore_eos=True, detokenize=False
+    )
+    return Request(
+        request_id=rid,
+        prompt_token_ids=prompts.prompt(req.prompt_tokens),
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=req.arrival_s,
+    )
+
+
+@dataclass
+class SimResult:
+    """What one simulated run produced besides its records.
+
+    Attributes:
+        rank_steps: the per-rank records, index = rank (for :func:`join_run`).
+        rank_requests: each rank's request records.
+        routed_by_vllm: per workload request, whether the balancer chose its
+            rank (not pinned, ``vllm`` routing).
+        starts: each rank's start record.
+        gathers: each rank's gather records (kept for DP <=
+            :data:`GATHER_RECORDS_MAX_DP` only: N values per rank per step).
+        board_gathers: gathers the DP-group stand-in served, per rank.
+        steps: lock-step iterations run.
+        wall_build_s, wall_run_s: wall seconds building the schedulers and
+            stepping them.
+    """
+
+    rank_steps: list[list[RankStep]]
+    rank_requests: list[list[RankRequest]]
+    routed_by_vllm: list[bool]
+    starts: list[RankStart]
+    gathers: list[list[GatherRecord]]
+    board_gathers: list[int]
+    steps: int
+    wall_build_s: float
+    wall_run_s: float
+
+    @property
+    def rank_step_count(self) -> int:
+        return self.steps * len(self.rank_steps)
+
+
+#: Above this DP size no per-gather records are kept (each holds N values).
+GATHER_RECORDS_MAX_DP = 8
+
+
+def simulate(
+    balance: bool,
+    requests: Sequence[ReplayRequest],
+    opts: SimOptions,
+    *,
+    balance_max_frozen_steps: int | None = None,
+    work_dir: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> SimResult:
+    """Replay ``requests`` (index order = workload order) on the simulated
+    engine with balance on or off.
+
+    Args:
+        balance: the ``enable_balance_scheduling`` setting.
+        balance_max_frozen_steps: passed to the balance setting's
+            ``scheduler_config`` where set (bounded freeze).
+        work_dir: where the tiny model directory goes (a temporary one when
+            None).
+        progress: called after each step with the number of requests that
+            finished in it.
+    """
+    t_build = time.perf_counter()
+    if requests and opts.longest_request_tokens is None:
+        longest = max(r.prompt_tokens + r.output_tokens for r in requests)
+        opts = dataclasses.replace(opts, longest_request_tokens=longest)
+    with tempfile.TemporaryDirectory(prefix="vab-sim-") as tmp:
+        model_dir = write_tiny_moe_model(
+            (work_dir or Path(tmp)) / "model", opts.max_model_len
+        )
+        extra = (
+            {"balance_max_frozen_steps": balance_max_frozen_steps}
+            if balance and balance_max_frozen_steps is not None
+            else {}
+        )
+        scheds = build_schedulers(opts, balance, model_dir, extra)
+    n = opts.dp_size
+    cls = type(scheds[0])
+    cap = admission_cap(scheds[0])
+    gating = hasattr(scheds[0], "balance_gather")
+    keep_gathers = gating and n <= GATHER_RECORDS_MAX_DP
+    board = GatherBoard(n)
+    groups = [BoardGroup(board, r) for r in range(n)]
+    sync_interval, sync_first = dp_sync_rule(scheds[0].vllm_config)
+    router = Router(opts.routing, n, opts.stats_interval_s)
+    models = [OutputModel(r) for r in range(n)]
+    prompts = _PromptPool(opts.max_model_len)
+    cost = opts.cost
+    starts = [RankStart(r, cls.__name__, cls.__module__, cap, n) for r in range(n)]
+    wall_build_s = time.perf_counter() - t_build
+
+    t_run = time.perf_counter()
+    order = sorted(requests, key=lambda r: (r.arrival_s, r.index))
+    rank_steps: list[list[RankStep]] = [[] for _ in range(n)]
+    rank_requests: list[list[RankRequest]] = [[] for _ in range(n)]
+    gathers: list[list[GatherRecord]] = [[] for _ in range(n)]
+    routed = [False] * len(requests)
+    total = len(order)
+    now = 0.0
+    nxt = 0
+    step = 0
+    engines_running = False
+    step_counter = 0
+    unfinished = [False] * n
+    idle = Batch()
+    while True:
+        if not engines_running and not any(unfinished):
+            if nxt >= total:
+                break
+            # Every engine idle: nothing runs until the next request arrives.
+            now = max(now, order[nxt].arrival_s)
+        router.publish(now, scheds)
+        while nxt < total and order[nxt].arrival_s <= now:
+            req = order[nxt]
+            nxt += 1
+            rid = REQUEST_ID.format(req.index)
+            rank = router.route(rid, req.index, req.rank)
+            routed[req.index] = opts.routing == "vllm" and req.rank is None
+            scheds[rank].add_request(_make_request(rid, req, prompts))
+            unfinished[rank] = True
+        if not engines_running:
+            # START_DP_WAVE: a request reaching an idle deployment wakes every
+            # engine; the wave's step counter restarts.
+            engines_running = True
+            step_counter = 0
+
+        batches: list[Batch] = []
+        pending: list[tuple[int, Any, Any]] = []
+        for rank, sched in enumerate(scheds):
+            batch = idle
+            if sched.has_requests():
+                so = sched.schedule()
+                batch, output, done = models[rank].step(so, step)
+                pending.append((rank, so, output))
+                rank_requests[rank].extend(done)
+                if so.total_num_scheduled_tokens == 0:
+                    batch = Batch(new_requests=batch.new_requests)  # dummy
+            batches.append(batch)
+        costs = [
+            cost.rank_cost_ms(
+                b.prefill_tokens, b.decode_requests, b.decode_context_tokens
+            )
+            for b in batches
+        ]
+        step_ms = lockstep_ms(costs)
+        for rank, sched in enumerate(scheds):
+            b = batches[rank]
+            rank_steps[rank].append(
+                RankStep(
+                    step=step,
+                    rank=rank,
+                    cost_ms=costs[rank],
+                    step_ms=step_ms,
+                    running=len(sched.running),
+                    waiting=len(sched.waiting),
+                    prefill_tokens=b.prefill_tokens,
+                    decode_requests=b.decode_requests,
+                    new_requests=b.new_requests,
+                    frozen=bool(getattr(sched, "balance_frozen", False)),
+                    gathers=int(getattr(sched, "balance_gathers", 0)),
+                    dummy=b.prefill_tokens == 0 and b.decode_requests == 0,
+                )
+            )
+        now += step_ms / 1000.0
+        finished = 0
+        for rank, so, output in pending:
+            outs = scheds[rank].update_from_output(so, output)
+            for eco in outs.values():
+                for o in eco.outputs:
+                    if o.finish_reason is not None:
+                        finished += 1
+                        router.finished(o.request_id)
+        for rank, sched in enumerate(scheds):
+            unfinished[rank] = sched.has_unfinished_requests()
+        step_counter += 1
+        if (sync_first and step_counter == 1) or step_counter % sync_interval == 0:
+            engines_running = any(unfinished)
+        if gating:
+            board.post([len(s.running) for s in scheds])
+            for rank, sched in enumerate(scheds):
+                sched.dp_group = groups[rank]
+                sched.balance_gather()
+                if keep_gathers:
+                    gathers[rank].append(
+                        GatherRecord(
+                            rank,
+                            sched.balance_gathers,
+                            board.values[rank],
+                            sched.balance_gathered.tolist(),
+                            bool(sched.balance_frozen),
+                            cap,
+                        )
+                    )
+        step += 1
+        if progress is not None:
+            progress(finished)
+    for rank, model in enumerate(models):
+        rank_requests[rank].extend(model.unfinished())
+    return SimResult(
+        rank_steps=rank_steps,
+        rank_requests=rank_requests,
+        routed_by_vllm=routed,
+        starts=starts,
+        gathers=gathers,
+        board_gathers=list(board.gathers),
+        steps=step,
+        wall_build_s=wall_build_s,
+        wall_run_s=time.perf_counter() - t_run,
+    )
