@@ -5,8 +5,8 @@ The real half is vLLM's own ``AsyncLLM`` DP deployment (one engine process
 per rank, the cost-model executor, this plugin activated through its entry
 point); the simulated half is ``--engine sim`` on the same workload. The
 full matrix (built-in mix and Azure slice, DP 2 and 4, balance off and on)
-is ``vllm-ascend-balance validate-sim``; here one case, balance on, keeps
-the suite's wall time down on 2 shared cores.
+is ``vllm-ascend-balance validate-sim``; here one case (the Azure slice at
+DP 2), balance on, keeps the suite's wall time down on 2 shared cores.
 
 Negative control: the same comparison with the simulated side's numbers
 moved just past each tolerance (or a rank missing a gather) must fail.
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from vllm_ascend_balance.replay.validate import (
+    AZURE_SLICE,
     FROZEN_POINTS,
     MIXED_POINTS,
     TPOT_RELATIVE,
@@ -34,7 +35,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.timeout(900)
 def test_sim_agrees_with_real_deployment(tmp_path: Path) -> None:
-    checks = run_case(Case("builtin", 2), REPO_ROOT, tmp_path, modes="on")
+    case = Case("azure", 2, AZURE_SLICE, duration=60.0)
+    # Time scale 1: the real deployment's pacing keeps up on a shared 2-core
+    # machine (at 0.5 its loop overhead overruns step budgets under load and
+    # arrivals drift ahead of the modeled clock; README, fleet scale).
+    checks = run_case(case, REPO_ROOT, tmp_path, modes="on", time_scale=1.0)
     assert all(c.ok for c in checks), "\n" + format_checks(checks)
 
 

@@ -169,10 +169,19 @@ def compare_runs(
 
 
 def run_case(
-    case: Case, root: Path, work: Path, modes: str = "off,on", warmup: int = 2
+    case: Case,
+    root: Path,
+    work: Path,
+    modes: str = "off,on",
+    warmup: int = 2,
+    time_scale: float = 0.5,
 ) -> list[Check]:
-    """Run ``case`` on both engines, every mode of ``modes``; its checks."""
-    base = ReplayOptions(mode=modes, repeat=1, dp=case.dp, warmup=warmup)
+    """Run ``case`` on both engines, every mode of ``modes``; its checks.
+    ``time_scale`` paces the real deployment (wall s per modeled s; a larger
+    one leaves its loop more room on a loaded machine, see the README)."""
+    base = ReplayOptions(
+        mode=modes, repeat=1, dp=case.dp, warmup=warmup, time_scale=time_scale
+    )
     workload = case.workload(root, base.max_model_len)
     metrics: dict[str, dict[str, RunMetrics]] = {}
     for engine_name in ("asyncllm", "sim"):
