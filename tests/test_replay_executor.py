@@ -26,7 +26,7 @@ from vllm_ascend_balance.replay.costmodel import (
     CostModel,
     ReplaySettings,
 )
-from vllm_ascend_balance.replay.engine_asyncllm import one_line
+from vllm_ascend_balance.replay.deployment import one_line
 from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr, work_dir
 from vllm_ascend_balance.replay.executor import SAMPLED_TOKEN_ID, CostModelExecutor
 from vllm_ascend_balance.replay.interrupts import Interrupts

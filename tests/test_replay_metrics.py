@@ -192,3 +192,15 @@ def test_a_run_that_stopped_early_keeps_its_status_and_partial_requests():
     m = run_metrics(run, 3)
     assert m.completed == 0 and m.requests == 2 and run.measured
     assert run.requests[1].rank is None and not run.requests[0].done
+
+
+def test_plot_and_json_of_a_run(tmp_path):
+    from vllm_ascend_balance.replay.report import plot_running, run_json
+
+    workload, steps, requests = _random_schedule(5, 2)
+    run = _records(workload, [True] * len(workload), steps, requests)
+    plot_running(tmp_path / "running.png", [run], cap=16)
+    assert (tmp_path / "running.png").read_bytes()[:4] == b"\x89PNG"
+    data = run_json(run, run_metrics(run, 3))
+    assert data["status"] == "ok" and len(data["requests"]) == len(workload)
+    assert len(data["timeline"]["running"]) == 2

@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from vllm_ascend_balance.cli import main
+from vllm_ascend_balance.replay.traces import read_azure_csv, read_jsonl
 from vllm_ascend_balance.replay.workload import (
     AZURE_ATTRIBUTION,
     WorkloadError,
     builtin_requests,
     check_lengths,
     load_workload,
-    read_azure_csv,
-    read_jsonl,
     select,
 )
 

@@ -30,15 +30,9 @@ import inspect
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from datetime import timedelta
 from typing import Any
 
 import torch
-import torch.distributed as dist
-from vllm.distributed.utils import (
-    stateless_destroy_torch_distributed_process_group,
-    stateless_init_torch_distributed_process_group,
-)
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.executor.abstract import Executor
 from vllm.v1.kv_cache_interface import FullAttentionSpec
@@ -46,7 +40,8 @@ from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.costmodel import ReplaySettings, lockstep_ms
+from vllm_ascend_balance.replay.costmodel import ReplaySettings
+from vllm_ascend_balance.replay.lockstep import LockStep
 from vllm_ascend_balance.replay.outputs import SAMPLED_TOKEN_ID, Batch, OutputModel
 from vllm_ascend_balance.replay.recorder import (
     RankRecorder,
@@ -64,12 +59,6 @@ logger = init_logger(__name__)
 #: against a model: there is none).
 KV_LAYER = "model.layers.0.self_attn.attn"
 KV_BLOCK_SIZE = 16
-#: A gap between two forward passes longer than this (wall seconds, beyond
-#: the step's budget) is the engine idling between waves, not loop overhead.
-IDLE_GAP_S = 0.05
-#: Columns of the per-step all-gather row.
-_COST_US, _PREFILL, _DECODE, _RUNNING = range(4)
-_ROW = 4
 
 
 def _done(value: Any) -> Future:
@@ -100,32 +89,8 @@ class CostModelExecutor(Executor):
         self._outputs = OutputModel(self.dp_rank)
         self._pending: ModelRunnerOutput | None = None
         self._step = 0
-        self._prev_end: float | None = None
         self._unknown_rpcs: set[str] = set()
-        self._group: Any = None
-        if self.dp_size > 1:
-            self._group = self._init_lockstep_group()
-        self._rows = [
-            torch.zeros(1, _ROW, dtype=torch.int64) for _ in range(self.dp_size)
-        ]
-
-    def _init_lockstep_group(self) -> Any:
-        """A gloo group of the DP ranks' executors on the loopback port the
-        front-end chose (rank 0 hosts the store). Separate from the engines'
-        ``dp_group`` so the lock step never interleaves with vLLM's own or the
-        balance collectives on that group."""
-        kwargs: dict[str, Any] = {}
-        params = inspect.signature(stateless_init_torch_distributed_process_group)
-        if "timeout" in params.parameters:
-            kwargs["timeout"] = timedelta(seconds=self.settings.lockstep_timeout_s)
-        return stateless_init_torch_distributed_process_group(
-            "127.0.0.1",
-            self.settings.lockstep_port,
-            self.dp_rank,
-            self.dp_size,
-            backend="gloo",
-            **kwargs,
-        )
+        self._lockstep = LockStep(self.settings, self.dp_rank, self.dp_size)
 
     def attach_scheduler(self, scheduler: Any) -> None:
         """Called by the recording scheduler once vLLM has built it."""
@@ -250,51 +215,15 @@ class CostModelExecutor(Executor):
         )
 
     def _forward(self, batch: Batch, *, dummy: bool) -> None:
-        """One forward pass: lock-step all-gather of every rank's batch,
-        then sleep so the step lasts ``max cost * time_scale`` wall seconds.
-
-        Pacing: back-to-back steps are paced from the previous step's end, so
-        the engine loop's own overhead (scheduling, outputs, collectives) is
-        absorbed into the modeled time while it is smaller than the budget;
-        what exceeds it is recorded as ``over``.
-        """
+        """One forward pass: the lock step (:mod:`.lockstep`) with this
+        rank's modeled cost, then the step's record."""
         t0 = time.monotonic()
-        cost = self.settings.cost
-        cost_ms = cost.rank_cost_ms(
+        cost_ms = self.settings.cost.rank_cost_ms(
             batch.prefill_tokens, batch.decode_requests, batch.decode_context_tokens
         )
         running, waiting, frozen, gathers = self._scheduler_state()
-        row = torch.tensor(
-            [
-                [
-                    round(cost_ms * 1000),
-                    batch.prefill_tokens,
-                    batch.decode_requests,
-                    running,
-                ]
-            ],
-            dtype=torch.int64,
-        )
-        if self._group is not None:
-            dist.all_gather(self._rows, row, group=self._group)
-            table = torch.cat(self._rows)
-        else:
-            table = row
-        step_ms = lockstep_ms([int(x) / 1000.0 for x in table[:, _COST_US]])
-
-        budget = step_ms / 1000.0 * self.settings.time_scale
-        now = time.monotonic()
-        prev = self._prev_end
-        overrun = 0.0
-        if prev is not None and t0 - prev <= budget + IDLE_GAP_S:
-            deadline = prev + budget
-            overrun = max(0.0, now - deadline)
-        else:
-            deadline = t0 + budget
-        if deadline > now:
-            time.sleep(deadline - now)
-        end = max(deadline, time.monotonic())
-        self._prev_end = end
+        step_ms = self._lockstep.step_ms(cost_ms)
+        end, overrun = self._lockstep.pace(t0, step_ms)
         self.recorder.write(
             RankStep(
                 step=self._step,
@@ -323,12 +252,7 @@ class CostModelExecutor(Executor):
         for record in self._outputs.unfinished():
             self.recorder.write(record)
         self.recorder.close()
-        if self._group is not None:
-            group, self._group = self._group, None
-            try:
-                stateless_destroy_torch_distributed_process_group(group)
-            except Exception:  # shutting down: the peers may be gone already
-                logger.debug("replay executor: lock-step group teardown failed")
+        self._lockstep.close()
 
     @classmethod
     def supports_async_scheduling(cls) -> bool:
