@@ -30,6 +30,7 @@ reports for DeepSeek-V3.1). No goal is set: the numbers are for reading.
     python benchmarks/bench_gather.py            # DP 2, 4, 8 (~3 min, 2 loaded cores)
     python benchmarks/bench_gather.py --quick    # DP 2, fewer calls
     python benchmarks/bench_gather.py --calls 5000
+    python benchmarks/bench_gather.py --json gather.json   # also the table as JSON
 """
 
 from __future__ import annotations
@@ -216,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="DP 2, fewer calls")
     parser.add_argument("--calls", type=int, help="timed calls per collective")
+    parser.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the table as JSON"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # vLLM's CPU-platform notices
 
@@ -251,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header + "  note")
     print("-" * (len(header) + 6))
     fair: list[tuple[int, float, float]] = []
+    rows: list[dict[str, Any]] = []
     for dp_size, calls in calls_for.items():
         results, _ = run_dp(dp_size, warmup, calls)
         gather_us = max(r["gather_us"] for r in results)
@@ -262,6 +267,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             note = ""
             fair.append((dp_size, gather_us, gather_us / sync_step_us))
+        rows.append(
+            {
+                "dp": dp_size,
+                "calls": calls,
+                "gather_us_per_step": gather_us,
+                "sync_us_per_call": sync_call_us,
+                "sync_us_per_step": sync_step_us,
+                "gather_over_sync": gather_us / sync_step_us,
+                "share_of_step": {
+                    f"{ms:g} ms": gather_us / (ms * 1e3) for ms in STEP_TIMES_MS
+                },
+                "oversubscribed": dp_size > cores,
+            }
+        )
         print(
             f"{dp_size:>3} {calls:>5} {gather_us:>14.1f} {sync_call_us:>12.1f} "
             f"{sync_step_us:>12.2f} {gather_us / sync_step_us:>10.1f}x  "
@@ -284,7 +303,28 @@ def main(argv: list[str] | None = None) -> int:
             "core per engine core"
         )
     print(reading + ".")
+    if args.json:
+        write_json(
+            args.json,
+            {
+                "benchmark": "bench_gather",
+                "vllm": vllm.__version__,
+                "cores": cores,
+                "load_average": os.getloadavg()[0],
+                "warmup_calls": warmup,
+                "sync_interval": interval,
+                "sync_interval_source": source,
+                "rows": rows,
+                "reading": reading,
+            },
+        )
     return 0
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """The printed table as JSON (times in microseconds, shares as fractions)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -28,13 +28,23 @@ GC is off while timing. An A/A row per queue length
     python benchmarks/bench_schedule_overhead.py              # both tables
     python benchmarks/bench_schedule_overhead.py --refactor   # refactor table only
     python benchmarks/bench_schedule_overhead.py --quick      # smoke sizes, both
+    python benchmarks/bench_schedule_overhead.py --json out.json   # tables as JSON too
+
+Instruction counts (``--count instructions``): the same pairs on the same
+states, each side's ``schedule()`` counted in instructions under
+``valgrind --tool=cachegrind --cache-sim=no`` instead of timed, so the ratio
+does not depend on a quiet machine (see ``instruction_count.py``).
+
+    python benchmarks/bench_schedule_overhead.py --count instructions   # ~40 min
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import logging
+import os
 import statistics
 import sys
 import time
@@ -45,11 +55,15 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # for tests.support (real vLLM objects)
+# Tables on stdout, vLLM's import-time notices on stderr (an explicit
+# setting wins).
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
 import torch  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.request import RequestStatus  # noqa: E402
 
+from benchmarks import instruction_count  # noqa: E402
 from tests.support.original_scheduler import original_classes  # noqa: E402
 from tests.support.vllm_objects import (  # noqa: E402
     make_request,
@@ -65,11 +79,11 @@ BUDGET = 8192  # token budget: never the limiting factor below
 PROMPT_LEN = 16  # one block per request; keeps schedule() admission-bound
 
 
-def _build(cls: type, dp_size: int | None) -> Any:
+def _build(cls: type, dp_size: int | None, num_blocks: int = 20_000) -> Any:
     sched = make_scheduler(
         cls,
         vllm_config=make_vllm_config(
-            max_num_seqs=CAP, max_num_batched_tokens=BUDGET, num_blocks=20_000
+            max_num_seqs=CAP, max_num_batched_tokens=BUDGET, num_blocks=num_blocks
         ),
     )
     if dp_size is not None:
@@ -175,8 +189,9 @@ def _verdict(ratio: float, aa: float) -> str:
 
 def balance_table(
     queues: list[int], dp_sizes: list[int], trials_for: Callable[[int], int]
-) -> None:
-    """Balance scheduler vs plain patched ``Scheduler``, per (DP, queue)."""
+) -> dict[str, Any]:
+    """Balance scheduler vs plain patched ``Scheduler``, per (DP, queue);
+    returns the table (times in seconds) for ``--json``."""
     import vllm
 
     balance_cls = compose_scheduler(Scheduler)
@@ -196,6 +211,7 @@ def balance_table(
     print(header + "  verdict")
     print("-" * (len(header) + 9))
     failures = 0
+    rows: list[dict[str, Any]] = []
     for waiting in queues:
         trials = trials_for(waiting)
         plain_t, other_t, aa = measure(Scheduler, Scheduler, None, waiting, trials)
@@ -218,25 +234,40 @@ def balance_table(
                 f"{dp_size:>5} {waiting:>7} {plain_t * 1e3:>9.3f} "
                 f"{balance_t * 1e3:>10.3f} {ratio:>7.3f} {model:>7.4f}  {verdict}"
             )
-    rows = len(queues) * len(dp_sizes)
+            rows.append(
+                {
+                    "dp": dp_size,
+                    "waiting": waiting,
+                    "plain_s": plain_t,
+                    "balance_s": balance_t,
+                    "ratio": ratio,
+                    "model": model,
+                    "aa_ratio": aa,
+                    "seam_calls": calls,
+                    "trials": trials,
+                    "verdict": verdict,
+                }
+            )
     print(
-        f"summary: {rows - failures}/{rows} rows within {GOAL} (goal); "
+        f"summary: {len(rows) - failures}/{len(rows)} rows within {GOAL} (goal); "
         f"'model' = 1 + seam calls x extra seam cost / plain time"
     )
+    return {
+        "vllm": vllm.__version__,
+        "seam_ns": {"plain": plain_ns, "balance": balance_ns},
+        "rows": rows,
+        "within_goal": len(rows) - failures,
+    }
 
 
 def refactor_table(
     original_cls: type, queues: list[int], trials_for: Callable[[int], int]
-) -> None:
-    """Patched plain ``Scheduler`` vs the release's original, per queue."""
+) -> dict[str, Any]:
+    """Patched plain ``Scheduler`` vs the release's original, per queue;
+    returns the table (times in seconds) for ``--json``."""
     import vllm
 
-    # Never time the patched class against itself (or an original that
-    # already has the seam): that would report a meaningless 1.000.
-    if original_cls is Scheduler or hasattr(original_cls, SEAM):
-        raise SystemExit("error: the 'original' Scheduler is not the unpatched one")
-    if not hasattr(Scheduler, SEAM):
-        raise SystemExit("error: the installed Scheduler is not patched")
+    check_refactor_pair(original_cls)
     print(
         f"schedule() overhead of the seam refactor (vLLM {vllm.__version__}, "
         f"patched Scheduler vs the release's original, cap={CAP}, "
@@ -254,6 +285,7 @@ def refactor_table(
     print(header + "  verdict")
     print("-" * (len(header) + 9))
     failures = 0
+    rows: list[dict[str, Any]] = []
     for waiting in queues:
         trials = trials_for(waiting)
         orig_t, other_t, aa = measure(original_cls, original_cls, None, waiting, trials)
@@ -275,12 +307,137 @@ def refactor_table(
             f"{'patch':>5} {waiting:>7} {orig_t * 1e3:>9.3f} "
             f"{patched_t * 1e3:>10.3f} {ratio:>7.3f} {model:>7.4f}  {verdict}"
         )
-    rows = len(queues)
+        rows.append(
+            {
+                "waiting": waiting,
+                "original_s": orig_t,
+                "patched_s": patched_t,
+                "ratio": ratio,
+                "model": model,
+                "aa_ratio": aa,
+                "seam_calls": calls,
+                "trials": trials,
+                "verdict": verdict,
+            }
+        )
     print(
-        f"refactor summary: {rows - failures}/{rows} rows within {GOAL} (goal); "
-        f"'model' = 1 + seam calls x seam call cost / original time "
+        f"refactor summary: {len(rows) - failures}/{len(rows)} rows within {GOAL} "
+        f"(goal); 'model' = 1 + seam calls x seam call cost / original time "
         f"(upper bound: the inline condition it replaces is not subtracted)"
     )
+    return {
+        "vllm": vllm.__version__,
+        "seam_ns": {"patched": seam_ns},
+        "rows": rows,
+        "within_goal": len(rows) - failures,
+    }
+
+
+def check_refactor_pair(original_cls: type) -> None:
+    """Never measure the patched class against itself (or an original that
+    already has the seam): that would report a meaningless 1.000."""
+    if original_cls is Scheduler or hasattr(original_cls, SEAM):
+        raise SystemExit("error: the 'original' Scheduler is not the unpatched one")
+    if not hasattr(Scheduler, SEAM):
+        raise SystemExit("error: the installed Scheduler is not patched")
+
+
+#: DP size of the gathered vector in the instruction count's balance rows:
+#: ``schedule()`` never reads the DP size (see the module docstring).
+COUNT_DP_SIZE = 8
+#: KV blocks per scheduler in the instruction count: >= CAP one-block
+#: prompts, and small, since every counted call needs its own scheduler.
+COUNT_NUM_BLOCKS = 2048
+
+
+def count_worker(spec_path: Path) -> int:
+    """The process valgrind runs for ``--count instructions``.
+
+    For each (pair, waiting queue, side) it builds ``warmup + 2 * calls``
+    schedulers holding identical waiting queues (same request ids, so the
+    dict and set work inside ``schedule()`` is the same), calls
+    ``schedule()`` on ``warmup`` of them (CPython's specializing
+    interpreter settles in those calls), then forks a child that calls
+    ``schedule()`` on ``calls`` fresh ones and another on ``2 * calls``. A
+    forked child stays under valgrind and writes its own count at exit
+    (``cachegrind.out.<pid>``); both children share everything before the
+    fork, so the difference of their counts is ``calls`` calls of
+    ``schedule()`` and nothing else. Writes ``{pid: what it counted}`` to the
+    manifest the spec names.
+    """
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    calls_for = {int(w): int(k) for w, k in spec["calls"].items()}
+    warmup = int(spec["warmup"])
+    pairs: dict[str, tuple[tuple[str, type, int | None], ...]] = {}
+    if "balance" in spec["pairs"]:
+        balance_cls = compose_scheduler(Scheduler)
+        pairs["balance"] = (
+            ("upstream", Scheduler, None),
+            ("balance", balance_cls, COUNT_DP_SIZE),
+        )
+    if "refactor" in spec["pairs"]:
+        original_cls, _ = original_classes()
+        check_refactor_pair(original_cls)
+        pairs["refactor"] = (
+            ("original", original_cls, None),
+            ("patched", Scheduler, None),
+        )
+    gc.disable()  # no collection in a counted call; the children are short
+    # CPython quickens a code object after a few calls and specializes its
+    # instructions as they run: settle that for every class before counting
+    # (cheap one-request calls; each row then warms up at its own size).
+    for sides in pairs.values():
+        for _, cls, dp_size in sides:
+            for _ in range(spec["class_warmup"]):
+                sched = _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
+                sched.add_request(make_request("w", PROMPT_LEN, max_tokens=8))
+                sched.schedule()
+    manifest: list[dict[str, Any]] = []
+    for pair, sides in pairs.items():
+        for waiting in spec["queues"]:
+            calls = calls_for[waiting]
+            loaded: dict[str, list[Any]] = {}
+            for side, cls, dp_size in sides:
+                scheds = [
+                    _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
+                    for _ in range(warmup + 2 * calls)
+                ]
+                for sched in scheds:
+                    for i in range(waiting):
+                        sched.add_request(
+                            make_request(f"r{i}", PROMPT_LEN, max_tokens=8)
+                        )
+                for sched in scheds[:warmup]:
+                    sched.schedule()
+                loaded[side] = scheds[warmup:]
+            for side, scheds in loaded.items():
+                for n in (calls, 2 * calls):
+                    pid = os.fork()
+                    if pid == 0:
+                        for sched in scheds[:n]:
+                            sched.schedule()
+                        os._exit(0)  # no atexit work inside the count
+                    _, status = os.waitpid(pid, 0)
+                    if status != 0:
+                        raise SystemExit(f"error: counting child {pid}: {status}")
+                    manifest.append(
+                        {
+                            "pid": pid,
+                            "pair": pair,
+                            "waiting": waiting,
+                            "side": side,
+                            "calls": n,
+                        }
+                    )
+            del loaded
+    Path(spec["manifest"]).write_text(json.dumps(manifest), encoding="utf-8")
+    return 0
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """The printed tables as JSON (times in seconds)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,8 +449,34 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the refactor table (patched vs original Scheduler)",
     )
+    parser.add_argument(
+        "--count",
+        choices=["time", "instructions"],
+        default="time",
+        help="time schedule() (default), or count its instructions under valgrind",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=2,
+        help="--count instructions: independent valgrind runs, shown side by side",
+    )
+    parser.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the tables as JSON"
+    )
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="PATH",
+        help="--count instructions: also write the table and its command as Markdown",
+    )
+    parser.add_argument("--count-worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # vLLM's CPU-platform notices
+    if args.count_worker:
+        return count_worker(args.count_worker)
+    if args.count == "instructions":
+        return _count_instructions(args, argv)
 
     # Short queues make short calls, whose ratios are noisier: give them more
     # trials (they are cheap); about 1.5 min in all on a 2-core machine.
@@ -314,11 +497,65 @@ def main(argv: list[str] | None = None) -> int:
     # full gc.collect() before each timed call would cost more than the call.
     gc.collect()
     gc.freeze()
+    tables: dict[str, Any] = {}
     if not args.refactor:
-        balance_table(queues, dp_sizes, trials_for)
+        tables["balance"] = balance_table(queues, dp_sizes, trials_for)
         print()
-    refactor_table(original_cls, queues, trials_for)
+    tables["refactor"] = refactor_table(original_cls, queues, trials_for)
     gc.unfreeze()  # let interpreter shutdown collect as usual
+    if args.json:
+        write_json(
+            args.json,
+            {"benchmark": "bench_schedule_overhead", "count": "time", "goal": GOAL}
+            | tables,
+        )
+    return 0
+
+
+def _count_instructions(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import vllm
+
+    valgrind = instruction_count.find_valgrind()
+    if valgrind is None:
+        print(instruction_count.MISSING, file=sys.stderr)
+        return 1
+    queues = [1, 10] if args.quick else [1, 10, 100, 1000]
+    pairs = ["refactor"] if args.refactor else ["balance", "refactor"]
+    if "refactor" in pairs:
+        # Outside valgrind: download/unpack the release sdist once, and
+        # refuse a pair that would compare a class with itself.
+        check_refactor_pair(original_classes()[0])
+    seam_calls = {
+        waiting: seam_calls_per_schedule(Scheduler, waiting, None) for waiting in queues
+    }
+    command = "python benchmarks/bench_schedule_overhead.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    result = instruction_count.run(
+        valgrind,
+        script=Path(__file__).resolve(),
+        pairs=pairs,
+        queues=queues,
+        runs=args.runs,
+        # More calls where a call is short: the difference then averages
+        # the allocator's occasional slow paths over more calls.
+        calls={1: 4, 10: 4} if args.quick else {1: 16, 10: 16, 100: 8, 1000: 2},
+        warmup=2,
+        goal=GOAL,
+        seam_calls=seam_calls,
+        header=(
+            f"instructions per schedule() call (vLLM {vllm.__version__}, "
+            f"cap={CAP}, prompt={PROMPT_LEN} tokens, gate open, DP vector of "
+            f"{COUNT_DP_SIZE})"
+        ),
+    )
+    print("\n".join(result["lines"]))
+    result |= {"benchmark": "bench_schedule_overhead", "count": "instructions"}
+    result |= {"vllm": vllm.__version__, "command": command.strip()}
+    if args.json:
+        write_json(args.json, result)
+    if args.markdown:
+        instruction_count.write_markdown(args.markdown, command.strip(), result)
     return 0
 
 

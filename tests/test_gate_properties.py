@@ -723,3 +723,247 @@ def test_negative_control_fails(
     the reason it exists."""
     with pytest.raises(AssertionError, match=reason):
         check(gate, negative=True)
+
+
+# --------------------------------------------------------------------------
+# Bounded freeze (additional_config.scheduler_config.balance_max_frozen_steps)
+#
+# Several real schedulers, one per DP rank, step in lock step in this
+# process; before every step each one runs the package's balance_gather()
+# on the vector of all ranks' real len(running) (the scripted transport
+# hands every rank the same vector, as the all-gather does). The real
+# cross-rank transport with a bound is in test_gather_cadence.py.
+
+
+def expected_bounded(vectors: list[list[int]], cap: int, bound: int) -> list[str]:
+    """The bounded contract, written independently of the package: per
+    gather ``"frozen"``, ``"open"`` or ``"fail-open"`` (leader at the cap
+    after ``bound`` consecutive frozen gathers)."""
+    decisions, run = [], 0
+    for vector in vectors:
+        if max(vector) != cap:
+            decisions.append("open")
+            run = 0
+        elif run < bound:
+            decisions.append("frozen")
+            run += 1
+        else:
+            decisions.append("fail-open")
+            run = 0
+    return decisions
+
+
+BoundedCompose = Callable[[type, int], type]
+
+
+def gather_on(scheduler: Any, group: ScriptedGroup, vector: list[int]) -> None:
+    """The real ``balance_gather()`` on a persistent group (the engine hands
+    the scheduler the same ``dp_group`` object every step; a new object is
+    a replaced group, which restarts the bounded-freeze run)."""
+    group.counts = list(vector)
+    scheduler.dp_group = group
+    with scripted_transport() as payloads:
+        scheduler.balance_gather()
+    assert payloads == [vector[group.rank]], "payload is not len(running)"
+    assert scheduler.balance_gathered.tolist() == vector
+
+
+@dataclass(frozen=True)
+class LockstepScenario:
+    """``requests[rank] = ((arrival_step, prompt_len, max_tokens), ...)``."""
+
+    base: type
+    cap: int
+    bound: int
+    horizon: int
+    requests: tuple[tuple[tuple[int, int, int], ...], ...]
+
+
+@st.composite
+def lockstep_scenarios(draw: st.DrawFn) -> LockstepScenario:
+    cap = draw(st.integers(1, 4))
+    horizon = draw(st.integers(4, 24))
+    dp_size = draw(st.integers(2, 4))
+    request = st.tuples(
+        st.integers(0, horizon - 1), st.integers(1, 24), st.integers(1, 30)
+    )
+    requests = []
+    for rank in range(dp_size):
+        # A leader that stays at the cap (long outputs, more than the cap)
+        # makes long frozen runs; the other ranks get generated loads.
+        burst = (
+            [(0, 8, draw(st.integers(8, 40))) for _ in range(cap + 2)]
+            if rank == 0 and draw(st.booleans())
+            else []
+        )
+        more = draw(st.lists(request, max_size=8))
+        requests.append(tuple(burst + more))
+    return LockstepScenario(
+        base=draw(st.sampled_from(BASES)),
+        cap=cap,
+        bound=draw(st.integers(1, 4)),
+        horizon=horizon,
+        requests=tuple(requests),
+    )
+
+
+def bounded_lockstep_trace(
+    compose: BoundedCompose, scenario: LockstepScenario
+) -> set[str]:
+    """Run every rank in lock step with a gather before each step and check
+    the bounded-freeze properties (assertion messages name the property)."""
+    cap, bound = scenario.cap, scenario.bound
+    seen: set[str] = set()
+    ranks = []
+    for rank_requests in scenario.requests:
+        rig = Rig(
+            compose(scenario.base, bound),
+            Scenario(scenario.base, cap, 400, 512, scenario.horizon, rank_requests),
+        )
+        ranks.append(rig)
+    groups = [ScriptedGroup(rank, [0] * len(ranks)) for rank in range(len(ranks))]
+    vectors: list[list[int]] = []
+    decided: list[str] = []
+    run = 0
+    for step in range(scenario.horizon):
+        for rig in ranks:
+            rig.arrive(step)
+        vector = [len(rig.scheduler.running) for rig in ranks]
+        vectors.append(vector)
+        frozen = []
+        for rank, rig in enumerate(ranks):
+            fail_opens = rig.scheduler.balance_fail_opens
+            gather_on(rig.scheduler, groups[rank], vector)
+            state = "frozen" if rig.scheduler.balance_frozen else "open"
+            if rig.scheduler.balance_fail_opens > fail_opens:
+                state = "fail-open"
+            frozen.append(state)
+        assert len(set(frozen)) == 1, (
+            f"decision differs across ranks at step {step}: {frozen} for {vector}"
+        )
+        state = frozen[0]
+        decided.append(state)
+        run = run + 1 if state == "frozen" else 0
+        assert run <= bound, f"frozen run longer than N={bound} at step {step}"
+        at_cap = max(vector) == cap
+        if state == "frozen":
+            assert at_cap, f"wrong decision: froze below the cap, {vector}"
+        elif at_cap:  # open at the cap: only as a fail-open after N frozen
+            assert state == "fail-open", f"wrong decision: open at the cap, {vector}"
+            assert decided[-bound - 1 : -1] == ["frozen"] * bound, (
+                f"wrong decision: fail-open before N={bound} frozen gathers"
+            )
+            seen.add("fail-open")
+        for rig in ranks:
+            out = rig.schedule(step)
+            if state == "frozen":
+                assert out["new"] == [] and out["resumed"] == [], "left WAITING"
+        if run == bound:
+            seen.add("frozen run of N")
+    assert decided == expected_bounded(vectors, cap, bound), "wrong decision"
+    return seen
+
+
+def check_bounded(compose: BoundedCompose, negative: bool = False) -> None:
+    """Bounded freeze: identical decisions on every rank; no frozen run
+    longer than N; frozen exactly when max == cap outside fail-open steps;
+    a fail-open only after N frozen gathers; nothing leaves WAITING while
+    frozen."""
+
+    @hypothesis_settings(80, negative)
+    @given(scenario=lockstep_scenarios())
+    def run(scenario: LockstepScenario) -> None:
+        for what in bounded_lockstep_trace(compose, scenario):
+            event(what)
+
+    run()
+
+
+def test_bounded_freeze_properties() -> None:
+    check_bounded(activation.compose_scheduler)
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_bounded_freeze_opens_after_n_example(base: type) -> None:
+    """One hand-made lock-step trace: a leader pinned at the cap with N = 2
+    gives frozen, frozen, fail-open, frozen, frozen, fail-open, ..."""
+    burst = tuple((0, 8, 30) for _ in range(5))
+    scenario = LockstepScenario(base, 3, 2, 12, (burst, ((0, 8, 30),)))
+    seen = bounded_lockstep_trace(activation.compose_scheduler, scenario)
+    assert {"fail-open", "frozen run of N"} <= seen
+
+
+def test_unbounded_is_the_contract() -> None:
+    """No setting: the composed class is the unbounded gate (no fail-open)."""
+    for base in BASES:
+        assert activation.compose_scheduler(base).balance_max_frozen_steps is None
+        assert activation.compose_scheduler(base, None) is activation.compose_scheduler(
+            base
+        )
+        assert activation.compose_scheduler(base, 3).balance_max_frozen_steps == 3
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_replaced_group_restarts_the_run(base: type) -> None:
+    """Elastic EP replaces ``dp_group``; a joining rank has no history, so
+    every member restarts the run at 0 and all agree again."""
+    rig = Rig(activation.compose_scheduler(base, 2), Scenario(base, 3, 200, 512, 1, ()))
+    scheduler = rig.scheduler
+    states = []
+    for group in (ScriptedGroup(0, [0, 3]), ScriptedGroup(0, [0, 3, 3])):
+        for _ in range(3):
+            gather_on(scheduler, group, [0] + group.counts[1:])
+            states.append(scheduler.balance_frozen)
+    assert states == [True, True, False, True, True, False]
+    fresh = Rig(
+        activation.compose_scheduler(base, 2), Scenario(base, 3, 200, 512, 1, ())
+    )
+    gather_on(scheduler, ScriptedGroup(0, [0, 3]), [0, 3])
+    gather_on(fresh.scheduler, ScriptedGroup(0, [0, 3]), [0, 3])
+    assert scheduler.balance_frozen_run == fresh.scheduler.balance_frozen_run == 1
+
+
+def _off_by_one_bound(base: type, bound: int) -> type:
+    """A bound that is off by one: opens after N + 1 frozen gathers."""
+    return activation.compose_scheduler(base, bound + 1)
+
+
+class PerRankCounterGate(BalanceSchedulerMixin):
+    """A per-rank (not shared) counter: counts a frozen gather only while
+    this rank has requests waiting, so ranks with different local queues
+    open on different steps."""
+
+    local_bound: int = 1
+    _local_run: int = 0
+
+    def balance_gather(self) -> None:
+        super().balance_gather()  # composed unbounded: the plain decision
+        if not self.balance_frozen:
+            self._local_run = 0
+        elif self._local_run >= self.local_bound:
+            self.balance_frozen = False
+            self.balance_fail_opens += 1
+            self._local_run = 0
+        elif self.waiting:  # type: ignore[attr-defined]
+            self._local_run += 1
+
+
+@functools.cache
+def _per_rank_counter(base: type, bound: int) -> type:
+    return type(
+        f"PerRankCounter{base.__name__}",
+        (PerRankCounterGate, base),
+        {"local_bound": bound},
+    )
+
+
+@pytest.mark.parametrize(
+    ("gate", "reason"),
+    [
+        pytest.param(_off_by_one_bound, "frozen run longer than N", id="off-by-one"),
+        pytest.param(_per_rank_counter, "decision differs across ranks", id="per-rank"),
+    ],
+)
+def test_bounded_negative_control_fails(gate: BoundedCompose, reason: str) -> None:
+    with pytest.raises(AssertionError, match=reason):
+        check_bounded(gate, negative=True)

@@ -101,12 +101,35 @@ def _fake_model_output(scheduler: Any, output: Any) -> Any:
     return fake_model_output(scheduler, output)
 
 
+class PerRankCounterGate:
+    """Negative control for the bounded freeze (mixed in front of the
+    package's mixin in the child): a per-rank counter that counts a frozen
+    gather only while this rank has requests waiting, so ranks open on
+    different steps."""
+
+    local_bound = 2
+    _local_run = 0
+
+    def balance_gather(self) -> None:
+        super().balance_gather()  # type: ignore[misc]
+        if not self.balance_frozen:  # type: ignore[has-type]
+            self._local_run = 0
+        elif self._local_run >= self.local_bound:
+            self.balance_frozen = False
+            self.balance_fail_opens += 1  # type: ignore[attr-defined]
+            self._local_run = 0
+        elif self.waiting:  # type: ignore[attr-defined]
+            self._local_run += 1
+
+
 def _rank_main(
     rank: int,
     parallel_config: Any,
     shrunk_config: Any | None,
     run_disabled: bool,
     out_path: str,
+    max_frozen: int | None = None,
+    per_rank_counter: bool = False,
 ) -> None:
     """One DP rank: see the module docstring."""
     from vllm.distributed.utils import (
@@ -126,9 +149,10 @@ def _rank_main(
     groups = [group]
 
     base = AsyncScheduler if rank == 1 else Scheduler
-    scheduler: Any = make_scheduler(
-        activation.compose_scheduler(base), max_num_seqs=CAP, num_blocks=400
-    )
+    scheduler_cls = activation.compose_scheduler(base, max_frozen)
+    if per_rank_counter:
+        scheduler_cls = type("PerRankCounter", (PerRankCounterGate, scheduler_cls), {})
+    scheduler: Any = make_scheduler(scheduler_cls, max_num_seqs=CAP, num_blocks=400)
     engine_cls = activation.compose_engine(activation._UPSTREAM_DP_ENGINE)
     engine: Any = engine_cls.__new__(engine_cls)  # no __init__: no executor
     engine.scheduler = scheduler
@@ -170,6 +194,7 @@ def _rank_main(
             "buffer_size": None if gathered is None else gathered.numel(),
             "group_size": engine.dp_group.size(),
             "frozen": bool(scheduler.balance_frozen),
+            "fail_opens": scheduler.balance_fail_opens,
             "cap": admission_cap(scheduler),
         }
 
@@ -220,7 +245,12 @@ def _rank_main(
 
 
 def _run_ranks(
-    tmp_path: Path, world: int, shrink_to: int | None, run_disabled: bool
+    tmp_path: Path,
+    world: int,
+    shrink_to: int | None,
+    run_disabled: bool,
+    max_frozen: int | None = None,
+    per_rank_counter: bool = False,
 ) -> list[dict[str, Any]]:
     from vllm.config import ParallelConfig
 
@@ -235,7 +265,15 @@ def _run_ranks(
     joined = run_processes(
         _rank_main,
         [
-            (rank, parallel_config, shrunk, run_disabled, str(paths[rank]))
+            (
+                rank,
+                parallel_config,
+                shrunk,
+                run_disabled,
+                str(paths[rank]),
+                max_frozen,
+                per_rank_counter,
+            )
             for rank in range(world)
         ],
         JOIN_TIMEOUT_S,
@@ -337,3 +375,66 @@ def test_single_process_buffer_follows_group_size() -> None:
             scheduler.balance_gather()
             assert scheduler.balance_gathered.numel() == size
     assert scheduler.balance_gathers == 4
+
+
+# --------------------------------------------------------------------------
+# Bounded freeze across real processes
+
+
+def _check_bounded(
+    results: list[dict[str, Any]], bound: int, shrink_to: int | None
+) -> dict[str, int]:
+    """Every rank takes the same decision at every step (frozen, open or
+    fail-open) from the same vectors; no frozen run is longer than ``bound``;
+    the decisions are the bounded contract's, with the run restarted when the
+    group is replaced. Returns what happened."""
+    world = len(results)
+    steps = {rank: result["steps"] for rank, result in enumerate(results)}
+    saw = {"frozen": 0, "fail-open": 0}
+    run = 0
+    previous = dict.fromkeys(range(world), 0)
+    for index in range(STEPS):
+        ranks = [r for r in range(world) if index < len(steps[r])]
+        if shrink_to is not None and index == SHRINK_AT:
+            run = 0  # the replaced group restarts the run on every member
+        states = []
+        for rank in ranks:
+            rec = steps[rank][index]
+            state = "frozen" if rec["frozen"] else "open"
+            if rec["fail_opens"] > previous[rank]:
+                state = "fail-open"
+            previous[rank] = rec["fail_opens"]
+            states.append(state)
+        assert len(set(states)) == 1, (
+            f"decision differs across ranks at step {index}: {states}"
+        )
+        vector = steps[ranks[0]][index]["vector"]
+        at_cap = max(vector) == CAP
+        if not at_cap:
+            expected = "open"
+        elif run < bound:
+            expected = "frozen"
+        else:
+            expected = "fail-open"
+        assert states[0] == expected, f"wrong decision at step {index}: {vector}"
+        run = run + 1 if expected == "frozen" else 0
+        assert run <= bound
+        saw[expected] = saw.get(expected, 0) + 1
+    return saw
+
+
+@pytest.mark.parametrize(("world", "shrink_to"), [(2, None), (3, 2)])
+def test_bounded_freeze_same_decision_on_every_rank(
+    tmp_path: Path, world: int, shrink_to: int | None
+) -> None:
+    results = _run_ranks(tmp_path, world, shrink_to, False, max_frozen=2)
+    saw = _check_bounded(results, 2, shrink_to)
+    assert saw["frozen"] > 0 and saw["fail-open"] > 0, saw
+
+
+def test_bounded_negative_control_per_rank_counter(tmp_path: Path) -> None:
+    """A per-rank counter makes ranks open on different steps; the check
+    must catch it."""
+    results = _run_ranks(tmp_path, 2, None, False, per_rank_counter=True)
+    with pytest.raises(AssertionError, match="decision differs across ranks"):
+        _check_bounded(results, 2, None)

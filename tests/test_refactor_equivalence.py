@@ -12,16 +12,20 @@ rule it compares the normalized ``SchedulerOutput``/``EngineCoreOutputs`` and
 the running/waiting state. The same is done for ``AsyncScheduler`` (with
 up to two steps in flight, as the engine's batch queue does).
 
-Negative control: non-neutral variants of the seam (stop one request early;
-``>`` instead of ``>=``) must make the same machine fail.
+Negative controls: non-neutral variants must make the same machine fail: an
+override of the seam that stops one request early, and a patched file whose
+inline cap check says ``>`` instead of the release's ``>=`` (built at run
+time from the installed source, ``tests/support/seam_shapes.py``).
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from pathlib import Path
 from typing import Any
 
 import pytest
+import vllm.v1.core.sched.scheduler as installed_scheduler
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -37,7 +41,8 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
 from tests.support.model_outputs import fake_model_output
-from tests.support.original_scheduler import original_classes
+from tests.support.original_scheduler import classes_from_source, original_classes
+from tests.support.seam_shapes import inline_cap_mutant_source
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.scheduler import SEAM, admission_cap
 
@@ -50,7 +55,7 @@ def test_original_classes_are_the_unpatched_release():
     assert orig_sched is not Scheduler and not hasattr(orig_sched, SEAM)
     assert hasattr(Scheduler, SEAM)
     assert orig_async.__mro__[1] is orig_sched
-    assert orig_async.__module__ == "vab_original_async_scheduler"
+    assert orig_async.__module__ == "vab_original_scheduler_async"
     assert set(orig_async.__dict__) - {"__module__"} == set(AsyncScheduler.__dict__) - {
         "__module__"
     }
@@ -350,16 +355,25 @@ class StopsOneEarly(Scheduler):
         return _num_running(self) + 1 >= admission_cap(self)
 
 
-class StrictGreater(Scheduler):
-    def _should_stop_admitting_waiting(self) -> bool:
-        return _num_running(self) > admission_cap(self)
+def _inline_strict_greater() -> type:
+    """The patched Scheduler with its inline cap check's ``>=`` turned into
+    ``>`` (one request past the cap gets in)."""
+    source = Path(installed_scheduler.__file__).read_text()
+    scheduler, _ = classes_from_source(
+        "vab_inline_gt_scheduler", inline_cap_mutant_source(source)
+    )
+    return scheduler
 
 
-@pytest.mark.parametrize("variant", [StopsOneEarly, StrictGreater])
-def test_non_neutral_seam_is_caught(variant):
+@pytest.mark.parametrize("variant", ["seam stops one early", "inline cap uses >"])
+def test_non_neutral_variant_is_caught(variant):
+    if variant == "seam stops one early":
+        candidate = StopsOneEarly
+    else:
+        candidate = _inline_strict_greater()
     orig_sched, _ = original_classes()
     # Deterministic and without shrinking: the point is only that the machine
     # finds a divergence, reproducibly, within the same budget as above.
     strict = settings(EQUIVALENCE_SETTINGS, derandomize=True, phases=[Phase.generate])
     with pytest.raises(Divergence):
-        run_state_machine_as_test(machine_for(variant, orig_sched), settings=strict)
+        run_state_machine_as_test(machine_for(candidate, orig_sched), settings=strict)

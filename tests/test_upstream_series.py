@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import shutil
 import subprocess
 import sys
@@ -20,15 +21,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import PIN_FILES, REPO_ROOT, current_lane, pin_tag
+from tests.support.lanes import REPO_ROOT, current_lane, pin_tag
+from tests.support.seam_shapes import stop_condition
 from tests.support.series_tool import SERIES_PY, series
 
 SCHEDULER_REL = "vllm/v1/core/sched/scheduler.py"
+TEST_REL = "tests/v1/core/test_scheduler.py"
 SEAM = "_should_stop_admitting_waiting"
+# Every lane series.py knows (release, main, fork): the series of each must
+# fit its own release, whichever lane the suite runs on.
+ALL_LANES = sorted(series.PIN_FILES)
 
 
 LANE = current_lane()
-OTHER_LANE = next(name for name in PIN_FILES if name != LANE)
+OTHER_LANE = next(name for name in series.PIN_FILES if name != LANE)
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +72,54 @@ def test_series_fits_the_pinned_release_sdist(sdist_tree, capsys):
     assert sdist_tree.name.endswith(pin_tag(LANE)[1:])
     series.check(LANE)
     assert "apply cleanly" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("lane", ALL_LANES)
+def test_every_pinned_series_fits_its_release_sdist(lane, capsys):
+    """The same for every pin file, so each series folder (the one proposed
+    upstream included) is checked on every lane, not only on its own."""
+    series.check(lane)
+    assert f"upstream_patch/{series.lane_tag(lane)}:" in capsys.readouterr().out
+
+
+def test_every_series_folder_is_pinned():
+    """No stale folder: each ``upstream_patch/vX.Y.Z/`` is named by a pin."""
+    pinned = {series.lane_tag(lane) for lane in ALL_LANES}
+    folders = {
+        path.parent.name for path in (REPO_ROOT / "upstream_patch").glob("v*/series")
+    }
+    assert folders == pinned
+
+
+def _added_test_source(patch: Path) -> str:
+    """The lines the patch adds to upstream's test_scheduler.py."""
+    section = patch.read_text().split(f"diff --git a/{TEST_REL} ")[1]
+    section = section.split("\ndiff --git ")[0]
+    return "\n".join(
+        line[1:]
+        for line in section.splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    )
+
+
+@pytest.mark.parametrize("lane", ALL_LANES)
+def test_series_adds_one_behaviour_test_in_upstream_style(lane):
+    """Upstream style, per release: one test function, parametrized over
+    sync and async scheduling, that loads its scheduler class by name through
+    ``create_scheduler(scheduler_cls=...)`` (resolved with
+    ``SchedulerConfig.get_scheduler_cls()``), and that neither calls the
+    private method nor sets scheduler state by hand."""
+    (patch,) = series.series_patches(series.lane_tag(lane), lane=lane)
+    added = _added_test_source(patch)
+    assert re.findall(r"^def (test_\w+)", added, re.M) == [
+        "test_should_stop_admitting_waiting_override"
+    ]
+    assert '@pytest.mark.parametrize("async_scheduling", [False, True])' in added
+    assert re.search(r'scheduler_cls=f"\{__name__\}\.', added)
+    assert not re.search(rf"\bscheduler\.{SEAM}\b", added)  # not called directly
+    assert "num_waiting_for_streaming_input" not in added
+    utils = patch.read_text().split("diff --git a/tests/v1/core/utils.py ")[1]
+    assert "get_scheduler_cls()" in utils.split("\ndiff --git ")[0]
 
 
 def test_drift_guard_fires_on_a_release_the_series_does_not_fit(other_sdist_tree):
@@ -109,18 +163,18 @@ def repo_copy(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     shutil.copytree(REPO_ROOT / "upstream_patch", root / "upstream_patch")
     (root / ".github").mkdir()
-    for pin in PIN_FILES.values():
+    for pin in series.PIN_FILES.values():
         shutil.copy2(pin, root / ".github" / pin.name)
     return root
 
 
-@pytest.mark.parametrize("lane", sorted(PIN_FILES))
+@pytest.mark.parametrize("lane", ALL_LANES)
 def test_pin_moved_to_a_tag_without_a_series_names_what_to_resync(repo_copy, lane):
     """Moving either pin to a release that has no upstream_patch/<tag>/ must
     fail before any download, naming the lane, its pin file and the series
     folder to create."""
     moved = "v9999.0.0"  # a tag that can never have a series folder here
-    pin = repo_copy / ".github" / PIN_FILES[lane].name
+    pin = repo_copy / ".github" / series.PIN_FILES[lane].name
     pin.write_text(moved + "\n")
     tree = repo_copy / "unused-tree"  # never reached: the series is missing
     with pytest.raises(series.SeriesError) as failure:
@@ -128,7 +182,7 @@ def test_pin_moved_to_a_tag_without_a_series_names_what_to_resync(repo_copy, lan
     message = str(failure.value)
     assert "re-sync" in message
     assert f"the {lane} lane pins {moved}" in message
-    assert PIN_FILES[lane].name in message
+    assert series.PIN_FILES[lane].name in message
     assert f"upstream_patch/{moved}/" in message
     assert "\n" not in message
 
@@ -141,7 +195,7 @@ def test_pin_moved_to_the_other_release_is_red(repo_copy, other_sdist_tree):
     folder = repo_copy / "upstream_patch" / other_tag
     shutil.rmtree(folder)
     shutil.copytree(repo_copy / "upstream_patch" / pin_tag(LANE), folder)
-    (repo_copy / ".github" / PIN_FILES[LANE].name).write_text(other_tag + "\n")
+    (repo_copy / ".github" / series.PIN_FILES[LANE].name).write_text(other_tag + "\n")
     with pytest.raises(series.SeriesError) as failure:
         series.check(LANE, tree=other_sdist_tree, root=repo_copy)
     assert "re-sync" in str(failure.value)
@@ -277,11 +331,22 @@ def test_refuses_a_site_without_vllm(tmp_path):
 
 
 def test_installed_vllm_is_the_pinned_release_plus_the_series(sdist_tree, tmp_path):
+    """Whichever way the lane installs the series (``series.py apply`` on a
+    wheel, or ``git am`` on the fork branch it installs from source), the
+    installed ``scheduler.py`` is the sdist's plus the series, nothing else."""
     import vllm.v1.core.sched.scheduler as installed
+
+    from vllm_ascend_balance.vllm_install import (
+        FORK_BRANCH,
+        PATCHED_WHEEL,
+        inspect_install,
+    )
 
     site, version = series.installed_vllm()
     assert f"v{version}" == pin_tag(LANE)
-    assert series.status(LANE)
+    install = inspect_install()
+    assert install is not None
+    assert install.kind == (FORK_BRANCH if LANE == "fork" else PATCHED_WHEEL)
     installed_bytes = Path(installed.__file__).read_bytes()
     assert installed_bytes == _patched_copy(sdist_tree, tmp_path).read_bytes()
     # And the reverse: taking the series back out gives the pristine sdist
@@ -295,9 +360,11 @@ def test_installed_vllm_is_the_pinned_release_plus_the_series(sdist_tree, tmp_pa
     assert (reverted / SCHEDULER_REL).read_bytes() == (
         sdist_tree / SCHEDULER_REL
     ).read_bytes()
-    # apply() kept a pristine backup for revert; it must be the release file.
-    backup = site / series.STATE_DIR_NAME / "pristine" / SCHEDULER_REL
-    assert backup.read_bytes() == (sdist_tree / SCHEDULER_REL).read_bytes()
+    if install.kind == PATCHED_WHEEL:
+        assert series.status(LANE)
+        # apply() kept a pristine backup for revert; it must be the release file.
+        backup = site / series.STATE_DIR_NAME / "pristine" / SCHEDULER_REL
+        assert backup.read_bytes() == (sdist_tree / SCHEDULER_REL).read_bytes()
 
 
 def test_installed_schedule_calls_the_seam():
@@ -307,76 +374,37 @@ def test_installed_schedule_calls_the_seam():
     assert f"self.{SEAM}()" in inspect.getsource(Scheduler.schedule)
 
 
-def _method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == name:
-                    return item
-    raise AssertionError(f"{cls}.{name} not found")
+def test_inline_stop_condition_is_the_release_own(sdist_tree):
+    """The installed loop keeps the release's own cap check, node for node
+    (the same assignments, then the same ``if ...: break``), and asks the
+    seam right after it: an override runs only once the cap has let the
+    request through, so it can stop admission but never admit past the cap."""
+    import vllm.v1.core.sched.scheduler as installed
+
+    release = stop_condition((sdist_tree / SCHEDULER_REL).read_text())
+    assert release.seam_check is None  # the release itself has no seam
+    patched = stop_condition(Path(installed.__file__).read_text())
+    assert ast.dump(patched.check) == ast.dump(release.check)
+    assert [ast.dump(a) for a in patched.feeding] == [
+        ast.dump(a) for a in release.feeding
+    ]
+    assert patched.seam_check is not None
 
 
-def _cap_attributes(node: ast.AST) -> set[str]:
-    """``self.max_num_*`` names on the right of a ``>=``/``==`` comparison."""
-    caps = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Compare):
-            for op, right in zip(sub.ops, sub.comparators, strict=True):
-                if (
-                    isinstance(op, (ast.GtE, ast.Eq))
-                    and isinstance(right, ast.Attribute)
-                    and isinstance(right.value, ast.Name)
-                    and right.value.id == "self"
-                    and right.attr.startswith("max_num_")
-                ):
-                    caps.add(right.attr)
-    return caps
-
-
-def _original_stop_condition(sdist_tree: Path) -> tuple[list[ast.stmt], ast.expr]:
-    """The release's own WAITING-loop stop condition, as it was inline before
-    the seam: (the assignments it reads, the ``if`` test that ``break``s)."""
-    tree = ast.parse((sdist_tree / SCHEDULER_REL).read_text())
-    schedule = _method(tree, "Scheduler", "schedule")
-    for loop in ast.walk(schedule):
-        if not isinstance(loop, ast.While):
-            continue
-        for index, stmt in enumerate(loop.body):
-            if (
-                isinstance(stmt, ast.If)
-                and len(stmt.body) == 1
-                and isinstance(stmt.body[0], ast.Break)
-                and _cap_attributes(stmt.test)
-            ):
-                read = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
-                feeding = [
-                    prior
-                    for prior in loop.body[:index]
-                    if isinstance(prior, ast.Assign)
-                    and {t.id for t in prior.targets if isinstance(t, ast.Name)} & read
-                ]
-                return feeding, stmt.test
-    raise AssertionError("no cap stop condition in the release's WAITING loop")
-
-
-def test_seam_default_is_the_release_stop_condition(sdist_tree):
-    """The seam's default body is, node for node, the release's inline stop
-    condition: the same assignments, then ``return <the same test>``. So it
-    compares against the cap this release admits by, whatever that is."""
+def test_seam_default_returns_false():
+    """The default body is ``return False`` (after its docstring): with no
+    override, the loop decides exactly as the release does."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    feeding, test = _original_stop_condition(sdist_tree)
-    source = inspect.getsource(getattr(Scheduler, SEAM))
-    seam = ast.parse(textwrap.dedent(source))
-    (func,) = seam.body
+    source = textwrap.dedent(inspect.getsource(getattr(Scheduler, SEAM)))
+    (func,) = ast.parse(source).body
     assert isinstance(func, ast.FunctionDef)
     body = list(func.body)
     if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
-    *assignments, ret = body
-    assert isinstance(ret, ast.Return) and ret.value is not None
-    assert ast.dump(ret.value) == ast.dump(test)
-    assert [ast.dump(a) for a in assignments] == [ast.dump(a) for a in feeding]
+    assert [ast.dump(stmt) for stmt in body] == [
+        ast.dump(ast.Return(value=ast.Constant(value=False)))
+    ]
 
 
 def test_package_gate_uses_the_release_cap(sdist_tree):
@@ -387,7 +415,7 @@ def test_package_gate_uses_the_release_cap(sdist_tree):
     from tests.support.vllm_objects import make_scheduler
     from vllm_ascend_balance.scheduler import admission_cap
 
-    (cap,) = _cap_attributes(_original_stop_condition(sdist_tree)[1])
+    cap = stop_condition((sdist_tree / SCHEDULER_REL).read_text()).cap
     scheduler = make_scheduler(max_num_seqs=7)
     decoys = [
         name

@@ -39,14 +39,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import current_lane, pin_tag
+from tests.support.lanes import current_lane, pin_tag, platform_missing_reason
 from tests.support.series_tool import series
 
 LANE = current_lane()
-SEAM_TESTS = {
-    "test_should_stop_admitting_waiting_default",
-    "test_should_stop_admitting_waiting_override",
-}
+SEAM_TEST = "test_should_stop_admitting_waiting_override"
+# The series adds one behaviour test, parametrized over sync and async
+# scheduling (pytest ids of ``async_scheduling`` False/True).
+SEAM_CASES = {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
 SNAPSHOT = "0" * 39 + "1"  # any 40-hex commit id; refs/main points at it
 
 # Real OPT configs (public facts of the checkpoints; no weights are needed:
@@ -88,7 +88,19 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9]$")
 # (``--deselect`` would match node-id prefixes, so ``test_x`` would also drop
 # ``test_x_more``) and reports what it dropped.
 _PLUGIN = """
-import json, os
+import importlib.util, json, os, sys
+
+# For the negative controls: run the upstream tests against another
+# scheduler.py (same release), imported under the real module name before
+# any test module (or AsyncScheduler) imports it.
+_variant = os.environ.get("VAB_SCHEDULER_VARIANT")
+if _variant:
+    _name = "vllm.v1.core.sched.scheduler"
+    assert not {_name, "vllm.v1.core.sched.async_scheduler"} & set(sys.modules)
+    _spec = importlib.util.spec_from_file_location(_name, _variant)
+    _module = importlib.util.module_from_spec(_spec)
+    sys.modules[_name] = _module
+    _spec.loader.exec_module(_module)
 
 def pytest_collection_modifyitems(config, items):
     wanted = json.loads(os.environ["VAB_DESELECT"])
@@ -190,7 +202,9 @@ def _unfaked_models(test_file: Path) -> dict[str, set[str]]:
     return needed
 
 
-def _run_upstream(root: Path, files: list[str], *pytest_args: str):
+def _run_upstream(
+    root: Path, files: list[str], *pytest_args: str, variant: Path | None = None
+):
     deselect: dict[str, str] = {}
     for name in files:
         for test, ids in _unfaked_models(root / "tests/v1/core" / name).items():
@@ -212,8 +226,15 @@ def _run_upstream(root: Path, files: list[str], *pytest_args: str):
         TRANSFORMERS_OFFLINE="1",
         VLLM_NO_USAGE_STATS="1",
         VAB_DESELECT=json.dumps(sorted(deselect)),
+        VAB_SCHEDULER_VARIANT=str(variant or ""),
         VAB_DESELECTED_OUT=str(deselected_out),
     )
+    if platform_missing_reason():
+        # Upstream's create_scheduler() builds a DeviceConfig("auto"), which
+        # needs a platform; a VLLM_TARGET_DEVICE=empty install has none. An
+        # explicit CPU target is vLLM's own switch for that (the scheduler
+        # under test never touches a device).
+        env["VLLM_TARGET_DEVICE"] = "cpu"
     result = subprocess.run(
         [
             sys.executable,
@@ -272,9 +293,10 @@ def test_upstream_seam_tests_pass_against_the_patched_install(upstream_tree):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert not _failed(outcomes)
     ran = {name.rsplit("::", 1)[-1]: kind for name, kind in outcomes.items()}
-    # The two tests our patch adds ran (not deselected, not skipped) and passed.
-    assert {test: ran.get(test) for test in SEAM_TESTS} == dict.fromkeys(
-        SEAM_TESTS, "passed"
+    # Both cases of the test our patch adds ran (not deselected, not skipped)
+    # and passed.
+    assert {case: ran.get(case) for case in SEAM_CASES} == dict.fromkeys(
+        SEAM_CASES, "passed"
     ), summary
     match = re.search(r"(\d+) passed", summary)
     assert match and int(match.group(1)) == len(outcomes) - list(
@@ -285,13 +307,14 @@ def test_upstream_seam_tests_pass_against_the_patched_install(upstream_tree):
 
 
 def test_upstream_seam_tests_alone(upstream_tree):
-    """Exactly the two new tests, selected by name: both collected, both pass."""
+    """Exactly the new test, selected by name: its sync and async cases are
+    collected and pass (and nothing else matches the name)."""
     result, summary, outcomes, deselected = _run_upstream(
         upstream_tree, ["test_scheduler.py"], "-k", "should_stop_admitting_waiting"
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"\b2 passed\b", summary), summary
-    assert {name.rsplit("::", 1)[-1] for name in outcomes} == SEAM_TESTS
+    assert {name.rsplit("::", 1)[-1] for name in outcomes} == SEAM_CASES
     assert set(outcomes.values()) == {"passed"}
 
 
@@ -310,3 +333,37 @@ def test_upstream_scheduler_suite_offline(upstream_tree):
     assert sum(kind == "passed" for kind in outcomes.values()) > 50, summary
     # Everything dropped was dropped for a recorded reason, nothing else.
     assert len(deselected) < len(outcomes) // 4, deselected
+
+
+def _variant_file(root: Path, name: str, source: str) -> Path:
+    path = root / "variants" / name / "scheduler.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    return path
+
+
+@pytest.mark.parametrize("variant", ["release original", "old shape"])
+def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
+    """Negative controls for the new upstream test: run against the
+    release's original ``scheduler.py`` (no seam: the gate is never asked,
+    so requests are admitted while it is closed) and against the old shape
+    (cap check inside the overridable method: the override returning False
+    admits past ``max_num_seqs``), both of its cases must fail."""
+    import vllm.v1.core.sched.scheduler as installed
+
+    from tests.support.seam_shapes import old_shape_source
+
+    if variant == "release original":
+        source = (series.sdist(LANE) / "vllm/v1/core/sched/scheduler.py").read_text()
+    else:
+        source = old_shape_source(Path(installed.__file__).read_text())
+    path = _variant_file(upstream_tree, variant.replace(" ", "-"), source)
+    result, summary, outcomes, _ = _run_upstream(
+        upstream_tree,
+        ["test_scheduler.py"],
+        "-k",
+        "should_stop_admitting_waiting",
+        variant=path,
+    )
+    ran = {name.rsplit("::", 1)[-1]: kind for name, kind in outcomes.items()}
+    assert ran == dict.fromkeys(SEAM_CASES, "failure"), (summary, result.stdout[-3000:])

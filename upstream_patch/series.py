@@ -3,7 +3,9 @@
 """Apply, revert and verify the upstream patch series of one vLLM lane.
 
 A lane is one pin file in ``.github/``: ``release`` reads
-``vllm-release-tag.commit`` and ``main`` reads ``vllm-main-verified.commit``.
+``vllm-release-tag.commit``, ``main`` reads ``vllm-main-verified.commit`` and
+``fork`` (a vLLM branch built from the release sdist with the series
+committed on top) reads ``vllm-fork-base.commit``.
 Each holds a vLLM release tag (``vX.Y.Z``); the series for that tag lives in
 ``upstream_patch/<tag>/`` and its order in ``upstream_patch/<tag>/series``.
 
@@ -55,6 +57,7 @@ PATCH_DIR = ROOT / "upstream_patch"
 PIN_FILES = {
     "release": ROOT / ".github" / "vllm-release-tag.commit",
     "main": ROOT / ".github" / "vllm-main-verified.commit",
+    "fork": ROOT / ".github" / "vllm-fork-base.commit",
 }
 STATE_DIR_NAME = ".vllm-ascend-balance-series"
 

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,9 @@ from typing import Any
 import vllm.v1.engine.core as _engine_core
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from vllm_ascend_balance import metrics
 from vllm_ascend_balance.config import (
+    MAX_FROZEN_SETTING,
     SETTING,
     BalanceConfigError,
     check_pd_mixed,
@@ -74,6 +77,46 @@ def ascend_balance_patch_active() -> bool:
     )
 
 
+def _code_names(code: Any) -> set[str]:
+    """Names a code object loads (globals, attributes), nested code included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _code_names(const)
+    return names
+
+
+def unreachable_gate(scheduler_cls: type) -> tuple[type, str] | None:
+    """Whether the balance gate can act through ``scheduler_cls``'s
+    ``schedule()``; None if it can, else ``(class, why)``.
+
+    Rule (CONTRIBUTING.md): walk the MRO down to ``Scheduler``; every class on
+    the way that defines its own ``schedule()`` must either name the seam
+    (``Scheduler._should_stop_admitting_waiting``) in its code, which ends
+    the walk, or call ``super().schedule()``, which hands on to the next
+    class; upstream's ``Scheduler.schedule()`` consults the seam. Code that
+    cannot be inspected (not a Python function) is refused.
+    """
+    for klass in scheduler_cls.__mro__:
+        if klass is Scheduler:
+            return None
+        method = klass.__dict__.get("schedule")
+        if method is None:
+            continue
+        code = getattr(inspect.unwrap(method), "__code__", None)
+        if code is None:
+            return klass, "its schedule() is not Python code, so it cannot be checked"
+        names = _code_names(code)
+        if SEAM in names:
+            return None
+        if not {"super", "schedule"} <= names:
+            return klass, (
+                f"its own schedule() neither calls super().schedule() nor "
+                f"Scheduler.{SEAM}(), so the gate's decision would never apply"
+            )
+    return None
+
+
 @dataclass
 class ActivationPlan:
     """What :func:`run_engine_core` will do for a config.
@@ -83,6 +126,7 @@ class ActivationPlan:
         active: balance will be activated (hook + mixin).
         source: where the setting came from.
         scheduler_cls: the scheduler class the config would use without us.
+        max_frozen_steps: the bounded-freeze setting (None = unbounded).
         notes: human-readable reasons (why inactive, what composes).
     """
 
@@ -90,6 +134,7 @@ class ActivationPlan:
     active: bool
     source: str
     scheduler_cls: type | None = None
+    max_frozen_steps: int | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -112,10 +157,16 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         BalanceConfigError: the setting is malformed, or requested where it
             cannot work (PD-disaggregated ``kv_role``, vLLM without the seam,
             vllm-ascend's own balance patch loaded, a ``scheduler_cls`` that
-            is not a ``Scheduler`` subclass).
+            is not a ``Scheduler`` subclass or whose ``schedule()`` does not
+            reach the seam, see :func:`unreachable_gate`).
     """
     setting = read_balance_setting(vllm_config)
-    plan = ActivationPlan(setting.enabled, False, setting.source)
+    plan = ActivationPlan(
+        setting.enabled,
+        False,
+        setting.source,
+        max_frozen_steps=setting.max_frozen_steps,
+    )
     if not setting.enabled:
         plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
         return plan
@@ -151,22 +202,43 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             f"{SETTING} is set but the installed vLLM lacks "
             f"Scheduler.{SEAM}(): {SERIES_HINT}"
         )
+    unreachable = unreachable_gate(base)
+    if unreachable is not None:
+        klass, why = unreachable
+        raise BalanceConfigError(
+            f"{SETTING} cannot act through scheduler_cls {base.__qualname__}: "
+            f"{klass.__module__}.{klass.__qualname__}: {why}; use a scheduler_cls "
+            f"whose schedule() calls super().schedule(), or unset --scheduler-cls"
+        )
     plan.active = True
+    bound = setting.max_frozen_steps
     plan.notes.append(
-        f"gate on {base.__name__}, gather after "
-        f"DPEngineCoreProc._has_global_unfinished_reqs, DP size {dp_size}"
+        "freeze unbounded (leader at cap freezes every rank until it drains)"
+        if bound is None
+        else f"freeze bounded: after {bound} consecutive frozen steps the gate "
+        f"opens for one step ({MAX_FROZEN_SETTING})"
+    )
+    plan.notes.append(
+        f"gate on {base.__name__} (its schedule() reaches Scheduler.{SEAM}), "
+        f"gather after DPEngineCoreProc._has_global_unfinished_reqs, "
+        f"DP size {dp_size}"
     )
     return plan
 
 
+def compose_scheduler(base: type, max_frozen_steps: int | None = None) -> type:
+    """``base`` with :class:`BalanceSchedulerMixin` in front, bounded by
+    ``max_frozen_steps`` (one class per pair, so every engine core of a
+    process gets the very same class)."""
+    return _compose_scheduler(base, max_frozen_steps)
+
+
 @functools.cache
-def compose_scheduler(base: type) -> type:
-    """``base`` with :class:`BalanceSchedulerMixin` in front (cached per base)."""
-    return type(
-        f"Balance{base.__name__}",
-        (BalanceSchedulerMixin, base),
-        {"__module__": __name__},
-    )
+def _compose_scheduler(base: type, max_frozen_steps: int | None) -> type:
+    namespace: dict[str, Any] = {"__module__": __name__}
+    if max_frozen_steps is not None:
+        namespace["balance_max_frozen_steps"] = max_frozen_steps
+    return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), namespace)
 
 
 @functools.cache
@@ -198,10 +270,10 @@ def run_engine_core(
         assert plan.scheduler_cls is not None
         engine_core_mod.DPEngineCoreProc = compose_engine(_UPSTREAM_DP_ENGINE)
         vllm_config.scheduler_config.scheduler_cls = compose_scheduler(
-            plan.scheduler_cls
+            plan.scheduler_cls, plan.max_frozen_steps
         )
         if dp_rank == 0:
-            logger.info("balance scheduling active: %s", plan.notes[-1])
+            logger.info("balance scheduling active: %s", "; ".join(plan.notes))
     else:
         engine_core_mod.DPEngineCoreProc = _UPSTREAM_DP_ENGINE
         if plan.requested and dp_rank == 0:
@@ -218,11 +290,35 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
     @functools.wraps(create_engine_config)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         vllm_config = create_engine_config(self, *args, **kwargs)
-        plan_activation(vllm_config)
+        try:
+            plan = plan_activation(vllm_config)
+        except BalanceConfigError:
+            _print_config_errors_in_one_line()
+            raise
+        if plan.active:
+            metrics.serve_from_front_end()
         return vllm_config
 
     checked.__vab_checked__ = True  # type: ignore[attr-defined]
     return checked
+
+
+def _print_config_errors_in_one_line() -> None:
+    """Make an uncaught :class:`BalanceConfigError` print as one error line
+    (``vllm serve`` would otherwise show the stack through vLLM's front-end);
+    callers that catch the exception are unaffected. Idempotent."""
+    previous = sys.excepthook
+    if getattr(previous, "__vab_one_line__", False):
+        return
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if issubclass(exc_type, BalanceConfigError):
+            logger.error("balance scheduling: %s", exc)
+        else:
+            previous(exc_type, exc, tb)
+
+    hook.__vab_one_line__ = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def register() -> None:

@@ -9,6 +9,16 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; results go to stdout, vLLM's logs to stderr."""
+    from vllm_ascend_balance.log_streams import vllm_logs_to_stderr
+
+    # Before the subcommands import vLLM, which configures its log handler
+    # on first import.
+    with vllm_logs_to_stderr():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="vllm-ascend-balance",
         description="Balance scheduling for vLLM DP + MoE: diagnostics and replay.",

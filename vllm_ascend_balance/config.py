@@ -14,6 +14,13 @@ first (mirrors ``_balance_scheduling_enabled`` in vllm-ascend's
 ``patch_balance_schedule.py``; the env var ``VLLM_ASCEND_BALANCE_SCHEDULING``
 is left to ``AscendConfig``, which parses it centrally).
 
+The opt-in bound against starvation is
+``additional_config.scheduler_config.balance_max_frozen_steps`` (a positive
+JSON integer N; absent or null = the unbounded contract): after N consecutive
+frozen gathers the gate opens for one step (a "fail-open" step). It is read
+from ``additional_config`` only (vllm-ascend's ``AscendConfig`` has no such
+field).
+
 The functions only read attributes of the ``VllmConfig`` they are given.
 """
 
@@ -32,6 +39,11 @@ LEGACY_SETTING = "additional_config.enable_balance_scheduling"
 ENABLE_EXAMPLE = (
     '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": true}}\''
 )
+MAX_FROZEN_SETTING = "additional_config.scheduler_config.balance_max_frozen_steps"
+MAX_FROZEN_EXAMPLE = (
+    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
+    'true, "balance_max_frozen_steps": 64}}\''
+)
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 
 
@@ -48,10 +60,14 @@ class BalanceSetting:
         enabled: whether balance scheduling is requested.
         source: where the value came from (``"AscendConfig"``, :data:`SETTING`,
             :data:`LEGACY_SETTING` or ``"default"``).
+        max_frozen_steps: :data:`MAX_FROZEN_SETTING`, the most consecutive
+            frozen gathers before a fail-open step; None = unbounded (the
+            contract as it is).
     """
 
     enabled: bool
     source: str
+    max_frozen_steps: int | None = None
 
 
 def _require_bool(value: Any, setting: str) -> bool:
@@ -81,27 +97,52 @@ def _from_ascend_config() -> bool | None:
     return None
 
 
-def read_balance_setting(vllm_config: Any) -> BalanceSetting:
-    """Return the requested setting of ``vllm_config`` (a ``VllmConfig``).
-
-    Raises:
-        BalanceConfigError: the value is not a boolean, ``scheduler_config`` in
-            ``additional_config`` is not a mapping, or the new and legacy keys
-            disagree.
-    """
-    from_ascend = _from_ascend_config()
-    if from_ascend is not None:
-        return BalanceSetting(from_ascend, "AscendConfig")
-
-    additional = getattr(vllm_config, "additional_config", None) or {}
+def _scheduler_section(additional: Any) -> dict[str, Any]:
     sched = additional.get("scheduler_config", {})
     if sched is None:
-        sched = {}
+        return {}
     if not isinstance(sched, dict):
         raise BalanceConfigError(
             f"additional_config.scheduler_config must be a JSON object, got "
             f"{json.dumps(sched, default=str)}: use e.g. {ENABLE_EXAMPLE}"
         )
+    return sched
+
+
+def _read_max_frozen_steps(sched: dict[str, Any]) -> int | None:
+    value = sched.get("balance_max_frozen_steps")
+    if value is None:
+        return None
+    # bool is an int subclass: true must not read as 1.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BalanceConfigError(
+            f"{MAX_FROZEN_SETTING} must be a positive JSON integer (consecutive "
+            f"frozen steps before the gate opens for one step), got "
+            f"{json.dumps(value, default=str)}: use e.g. {MAX_FROZEN_EXAMPLE}, "
+            f"or remove the key for the unbounded gate"
+        )
+    return value
+
+
+def read_balance_setting(vllm_config: Any) -> BalanceSetting:
+    """Return the requested setting of ``vllm_config`` (a ``VllmConfig``).
+
+    Raises:
+        BalanceConfigError: the value is not a boolean, ``scheduler_config`` in
+            ``additional_config`` is not a mapping, the new and legacy keys
+            disagree, or :data:`MAX_FROZEN_SETTING` is not a positive integer.
+    """
+    additional = getattr(vllm_config, "additional_config", None) or {}
+    sched = _scheduler_section(additional)
+    max_frozen = _read_max_frozen_steps(sched)
+    enabled, source = _read_enabled(additional, sched)
+    return BalanceSetting(enabled, source, max_frozen)
+
+
+def _read_enabled(additional: Any, sched: dict[str, Any]) -> tuple[bool, str]:
+    from_ascend = _from_ascend_config()
+    if from_ascend is not None:
+        return from_ascend, "AscendConfig"
     new = sched.get("enable_balance_scheduling")
     legacy = additional.get("enable_balance_scheduling")
     if new is not None:
@@ -111,7 +152,7 @@ def read_balance_setting(vllm_config: Any) -> BalanceSetting:
                 f"{SETTING}={json.dumps(enabled)} contradicts the deprecated "
                 f"{LEGACY_SETTING}={json.dumps(legacy)}: remove the deprecated key"
             )
-        return BalanceSetting(enabled, SETTING)
+        return enabled, SETTING
     if legacy is not None:
         enabled = _require_bool(legacy, LEGACY_SETTING)
         logger.warning(
@@ -120,8 +161,8 @@ def read_balance_setting(vllm_config: Any) -> BalanceSetting:
             SETTING,
             ENABLE_EXAMPLE,
         )
-        return BalanceSetting(enabled, LEGACY_SETTING)
-    return BalanceSetting(False, "default")
+        return enabled, LEGACY_SETTING
+    return False, "default"
 
 
 def check_pd_mixed(vllm_config: Any) -> None:

@@ -68,6 +68,38 @@ def _plugin_registered() -> bool:
     )
 
 
+def _print_install() -> None:
+    """Install kind and torch lines (vllm_install.py); warnings do not change
+    the exit status: a torch mismatch may still import, the fix is named."""
+    from vllm_ascend_balance.vllm_install import (
+        inspect_install,
+        required_torch,
+        torch_mismatch,
+    )
+
+    install = inspect_install()
+    if install is None:
+        return
+    print(f"install kind:          {install.kind} ({install.detail})")
+    try:
+        torch_version: str | None = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = None
+    required = required_torch(install)
+    needs = f"vLLM requires {required[0]}, from {required[1]}" if required else ""
+    print(
+        f"torch:                 {torch_version or 'not installed'}"
+        + (f" ({needs})" if needs else "")
+    )
+    warning = None
+    if required and torch_version:
+        warning = torch_mismatch(required[0], torch_version)
+    elif required:
+        warning = f"torch is not installed: pip install '{required[0]}'"
+    if warning:
+        print(f"warning:               {warning}")
+
+
 def _config_view(args: argparse.Namespace) -> Any:
     """The parts of a ``VllmConfig`` that activation reads, from CLI flags."""
     from vllm.config import SchedulerConfig
@@ -103,8 +135,9 @@ def run(args: argparse.Namespace) -> int:
             "verdict:               install vLLM (a patched release or a fork branch)"
         )
         return 1
+    _print_install()
     from vllm_ascend_balance.activation import has_seam, plan_activation
-    from vllm_ascend_balance.config import BalanceConfigError
+    from vllm_ascend_balance.config import MAX_FROZEN_SETTING, BalanceConfigError
     from vllm_ascend_balance.scheduler import SEAM
 
     print(f"seam present:          {has_seam()} (Scheduler.{SEAM})")
@@ -117,6 +150,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"setting:               {plan.requested} (from {plan.source})")
     if plan.scheduler_cls is not None:
         print(f"scheduler class:       {plan.scheduler_cls.__qualname__}")
+    if plan.active:
+        # plan_activation refuses a scheduler_cls the gate cannot reach.
+        print(f"gate reaches seam:     yes (Scheduler.{SEAM})")
+    if plan.requested:
+        bound = plan.max_frozen_steps
+        print(
+            f"freeze bound:          {'unbounded' if bound is None else bound} "
+            f"({MAX_FROZEN_SETTING})"
+        )
     print(f"would activate:        {plan.active}")
     for note in plan.notes:
         print(f"  - {note}")

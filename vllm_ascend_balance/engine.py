@@ -21,19 +21,30 @@ immediately after it means
 Unlike upstream's throttled all-reduce, the gather runs every active step
 (the gate needs the previous step's counts); its cost per step is measured
 by ``benchmarks/bench_gather.py``. CONTRIBUTING.md tells both deadlocks.
+
+After the gather the step's numbers go to the engine's balance metrics
+(:mod:`vllm_ascend_balance.metrics`), created at the first gather.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from vllm_ascend_balance.metrics import EngineBalanceMetrics
+
 
 class BalanceEngineHookMixin:
     """Mixin for ``DPEngineCoreProc``: gather after the upstream DP sync."""
+
+    _balance_metrics: EngineBalanceMetrics | None = None
 
     def _has_global_unfinished_reqs(self, local_unfinished: bool) -> bool:
         result = super()._has_global_unfinished_reqs(local_unfinished)  # type: ignore[misc]
         scheduler: Any = self.scheduler  # type: ignore[attr-defined]
         scheduler.dp_group = self.dp_group  # type: ignore[attr-defined]
         scheduler.balance_gather()
+        metrics = self._balance_metrics
+        if metrics is None:
+            metrics = self._balance_metrics = EngineBalanceMetrics.for_engine(self)
+        metrics.record(scheduler)
         return result

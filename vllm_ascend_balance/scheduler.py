@@ -4,20 +4,29 @@
 Composed at activation time onto the class the configuration would use
 (``Scheduler``, ``AsyncScheduler`` or a ``scheduler_cls`` subclass), e.g.
 ``type("BalanceAsyncScheduler", (BalanceSchedulerMixin, AsyncScheduler), {})``.
-It overrides only ``Scheduler._should_stop_admitting_waiting()``, the seam
-added by ``upstream_patch/``; ``schedule()`` itself is upstream's.
+It overrides ``Scheduler._should_stop_admitting_waiting()``, the seam added
+by ``upstream_patch/``, and wraps ``schedule()`` only to check its output
+afterwards (the tripwire); the scheduling itself is upstream's. The seam is
+asked only after upstream's own admission-cap check, which stays inline in
+the WAITING loop, and its default returns False: the gate can close
+admission, never admit past the cap.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.distributed as dist
 
+from vllm_ascend_balance.logger import init_logger
+
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
+
+logger = init_logger(__name__)
 
 SEAM = "_should_stop_admitting_waiting"
 
@@ -48,20 +57,47 @@ class BalanceSchedulerMixin:
     would admit, including (where the release has them) requests already
     holding KV blocks from an async KV load.
 
+    Bounded freeze (opt-in, :attr:`balance_max_frozen_steps` = N): a gather
+    that finds the leader at the cap after N consecutive frozen gathers opens
+    the gate for one step instead (a *fail-open* step) and restarts the run.
+    The run length is a function of the gathered vectors alone (and of N,
+    which every rank reads from the same config), so every rank that saw the
+    same vectors takes the same decision. When the DP group object is
+    replaced (elastic EP ``reinitialize_distributed``) the run restarts at
+    0 on every member: a rank joining the new group starts with no history,
+    so resetting is the only state all members can share.
+
     Attributes:
         dp_group: the DP ``ProcessGroup`` (gloo/HCCL), injected by the engine.
         balance_gathered: last gathered running counts, int64 tensor of shape
             ``(dp_size,)``, index = DP rank; None before the first gather.
         balance_frozen: whether admission from WAITING is frozen this step.
+        balance_max_frozen_steps: the bound N, or None (unbounded contract);
+            a class attribute set by activation.
+        balance_frozen_run: consecutive frozen gathers so far (reset by an
+            open or fail-open gather and by a new DP group).
         balance_gathers: number of gathers done (one per active step).
         balance_frozen_gathers: number of gathers that decided to freeze.
+        balance_fail_opens: number of gathers the bound opened (leader at
+            the cap, gate open anyway).
+        balance_gather_seconds: wall time spent in the gather collective, s.
+        balance_last_gather_s: duration of the last gather collective, s.
+        balance_spread: ``max - min`` of the last gathered vector.
     """
 
     dp_group: ProcessGroup | None = None
     balance_gathered: torch.Tensor | None = None
     balance_frozen: bool = False
+    balance_max_frozen_steps: ClassVar[int | None] = None
+    balance_frozen_run: int = 0
     balance_gathers: int = 0
     balance_frozen_gathers: int = 0
+    balance_fail_opens: int = 0
+    balance_gather_seconds: float = 0.0
+    balance_last_gather_s: float = 0.0
+    balance_spread: int = 0
+    _balance_group: Any = None
+    _balance_tripped: bool = False
     _balance_slots: list[torch.Tensor]
     _balance_local: torch.Tensor
     _balance_next_seam: ClassVar[Callable[[Any], bool]]
@@ -71,11 +107,16 @@ class BalanceSchedulerMixin:
         and recompute :attr:`balance_frozen`. No-op without a group.
 
         The receive buffer is sized from the group itself, so a group replaced
-        at run time (elastic EP ``reinitialize_distributed``) keeps working.
+        at run time (elastic EP ``reinitialize_distributed``) keeps working;
+        a replaced group also restarts the bounded-freeze run (class
+        docstring).
         """
         group = self.dp_group
         if group is None:
             return
+        if group is not self._balance_group:
+            self._balance_group = group
+            self.balance_frozen_run = 0
         size = group.size()
         gathered = self.balance_gathered
         if gathered is None or gathered.numel() != size:
@@ -83,12 +124,51 @@ class BalanceSchedulerMixin:
             self._balance_slots = list(gathered.split(1))
             self._balance_local = torch.zeros(1, dtype=torch.int64)
         self._balance_local[0] = len(self.running)  # type: ignore[attr-defined]
+        start = time.perf_counter()
         # The list form (as vllm-ascend uses) works on gloo and HCCL alike and
         # is not deprecated; the slots are views, so one max() reads them all.
         dist.all_gather(self._balance_slots, self._balance_local, group=group)
-        self.balance_frozen = int(gathered.max()) == admission_cap(self)
+        elapsed = time.perf_counter() - start
+        leader = int(gathered.max())
+        frozen = leader == admission_cap(self)
+        if frozen:
+            bound = self.balance_max_frozen_steps
+            if bound is not None and self.balance_frozen_run >= bound:
+                frozen = False
+                self.balance_fail_opens += 1
+                self.balance_frozen_run = 0
+            else:
+                self.balance_frozen_run += 1
+        else:
+            self.balance_frozen_run = 0
+        self.balance_frozen = frozen
         self.balance_gathers += 1
-        self.balance_frozen_gathers += self.balance_frozen
+        self.balance_frozen_gathers += frozen
+        self.balance_last_gather_s = elapsed
+        self.balance_gather_seconds += elapsed
+        self.balance_spread = leader - int(gathered.min())
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        """Upstream's ``schedule()``, unchanged, plus the run-time tripwire:
+        a step the gate froze must admit nothing from WAITING; if it does,
+        the scheduler class does not reach the seam (one error per process,
+        naming the class)."""
+        output = super().schedule(*args, **kwargs)  # type: ignore[misc]
+        if self.balance_frozen and not self._balance_tripped:
+            resumed = getattr(output.scheduled_cached_reqs, "resumed_req_ids", ())
+            if output.scheduled_new_reqs or resumed:
+                self._balance_tripped = True
+                logger.error(
+                    "balance scheduling: %s admitted %d request(s) from WAITING "
+                    "on a step the gate had frozen: its schedule() does not "
+                    "consult Scheduler.%s(); the gate has no effect on this "
+                    "rank (use a scheduler_cls whose schedule() calls "
+                    "super().schedule() or the seam)",
+                    gated_class(type(self)).__qualname__,
+                    len(output.scheduled_new_reqs) + len(resumed),
+                    SEAM,
+                )
+        return output
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -100,11 +180,22 @@ class BalanceSchedulerMixin:
         )
 
     def _should_stop_admitting_waiting(self) -> bool:
+        """True while frozen; otherwise whatever the next class in the MRO
+        says (upstream's default: False, a ``scheduler_cls`` may add its own
+        policy)."""
         return self.balance_frozen or self._balance_next_seam()
+
+
+def gated_class(cls: type) -> type:
+    """The scheduler class the mixin was composed onto (the class after
+    :class:`BalanceSchedulerMixin` in ``cls``'s MRO)."""
+    mro = cls.__mro__
+    return mro[mro.index(BalanceSchedulerMixin) + 1]
 
 
 def _missing_seam(self: Any) -> bool:
     raise TypeError(
         f"{type(self).__name__} has no Scheduler.{SEAM}() to extend: the "
-        f"installed vLLM lacks the seam; apply upstream_patch/ to it"
+        f"installed vLLM lacks the seam; install a vLLM carrying "
+        f"upstream_patch/ (a fork branch with the series, or series.py apply)"
     )

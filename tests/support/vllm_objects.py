@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from vllm.config import (
     CacheConfig,
+    DeviceConfig,
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
@@ -86,6 +87,10 @@ def make_vllm_config(
     )
     cache_config.num_gpu_blocks = num_blocks
     return VllmConfig(
+        # Explicit, not "auto": a VLLM_TARGET_DEVICE=empty install (the fork
+        # lane) has no platform to infer a device from, and these objects
+        # never touch a device.
+        device_config=DeviceConfig(device="cpu"),
         model_config=model_config,
         scheduler_config=scheduler_config,
         cache_config=cache_config,

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where the admission cap and the seam sit in ``Scheduler.schedule()``, read
+from vLLM's own ``scheduler.py`` text with :mod:`ast`, and the known-bad
+variants of the patched file that the negative controls load.
+
+The series' shape (every release): the WAITING loop keeps the release's own
+cap check inline, ``[assignments it reads] if <cap test>: break``, and right
+after it ``if self._should_stop_admitting_waiting(): break``; the seam's
+default returns False. Two variants of the patched text are built here:
+
+* :func:`old_shape_source`: the shape this project first proposed, with the
+  cap check moved *into* the overridable method (its default body) and the
+  loop calling only the method. A pure refactor too, but an override that
+  returns False removes the cap.
+* :func:`inline_cap_mutant_source`: the new shape with the inline check's
+  ``>=`` turned into ``>``, i.e. a patch that did not keep the release's
+  condition byte for byte.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass
+
+SEAM = "_should_stop_admitting_waiting"
+
+
+def method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    return item
+    raise AssertionError(f"{cls}.{name} not found")
+
+
+def cap_attributes(node: ast.AST) -> set[str]:
+    """``self.max_num_*`` names on the right of a ``>=``/``==`` comparison."""
+    caps = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Compare):
+            for op, right in zip(sub.ops, sub.comparators, strict=True):
+                if (
+                    isinstance(op, (ast.GtE, ast.Eq))
+                    and isinstance(right, ast.Attribute)
+                    and isinstance(right.value, ast.Name)
+                    and right.value.id == "self"
+                    and right.attr.startswith("max_num_")
+                ):
+                    caps.add(right.attr)
+    return caps
+
+
+def _breaks(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.If)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Break)
+        and not stmt.orelse
+    )
+
+
+def _calls_seam(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Call)
+        and not test.args
+        and isinstance(test.func, ast.Attribute)
+        and test.func.attr == SEAM
+        and isinstance(test.func.value, ast.Name)
+        and test.func.value.id == "self"
+    )
+
+
+@dataclass
+class StopCondition:
+    """The WAITING loop's cap check: ``feeding`` assignments, then
+    ``check`` (``if test: break``); ``seam_check`` is the ``if
+    self._should_stop_admitting_waiting(): break`` right after it (None in
+    a release without the seam)."""
+
+    feeding: list[ast.stmt]
+    check: ast.If
+    seam_check: ast.If | None
+
+    @property
+    def test(self) -> ast.expr:
+        return self.check.test
+
+    @property
+    def cap(self) -> str:
+        (cap,) = cap_attributes(self.check.test)
+        return cap
+
+
+def stop_condition(source: str) -> StopCondition:
+    """The cap check of ``Scheduler.schedule()``'s WAITING loop in ``source``."""
+    schedule = method(ast.parse(source), "Scheduler", "schedule")
+    for loop in ast.walk(schedule):
+        if not isinstance(loop, ast.While):
+            continue
+        for index, stmt in enumerate(loop.body):
+            if isinstance(stmt, ast.If) and _breaks(stmt) and cap_attributes(stmt.test):
+                read = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+                feeding = [
+                    prior
+                    for prior in loop.body[:index]
+                    if isinstance(prior, ast.Assign)
+                    and {t.id for t in prior.targets if isinstance(t, ast.Name)} & read
+                ]
+                after = loop.body[index + 1] if index + 1 < len(loop.body) else None
+                seam_check = (
+                    after
+                    if isinstance(after, ast.If)
+                    and _breaks(after)
+                    and _calls_seam(after.test)
+                    else None
+                )
+                return StopCondition(feeding, stmt, seam_check)
+    raise AssertionError("no cap stop condition in the WAITING loop")
+
+
+def _segment(lines: list[str], node: ast.stmt) -> str:
+    assert node.end_lineno is not None
+    return textwrap.dedent("".join(lines[node.lineno - 1 : node.end_lineno]))
+
+
+def old_shape_source(source: str) -> str:
+    """``source`` (the patched file) rewritten to the old shape: the inline
+    cap check (and the assignments it reads) removed from the loop, and the
+    seam's ``return False`` replaced by them, ending in ``return <cap test>``."""
+    lines = source.splitlines(keepends=True)
+    found = stop_condition(source)
+    assert found.seam_check is not None, "the source has no seam after the cap"
+    seam = method(ast.parse(source), "Scheduler", SEAM)
+    ret = seam.body[-1]
+    assert isinstance(ret, ast.Return) and isinstance(ret.value, ast.Constant)
+    assert ret.value.value is False, "the seam's default must return False"
+    assert seam.end_lineno is not None and seam.end_lineno < found.check.lineno
+    indent = " " * ret.col_offset
+    body = "".join(_segment(lines, stmt) for stmt in found.feeding)
+    body += f"return {ast.get_source_segment(source, found.test)}\n"
+    start = min(stmt.lineno for stmt in [*found.feeding, found.check])
+    assert found.check.end_lineno is not None
+    # The later region first, so the earlier line numbers stay valid.
+    del lines[start - 1 : found.check.end_lineno]
+    lines[ret.lineno - 1 : ret.end_lineno] = [textwrap.indent(body, indent)]
+    return "".join(lines)
+
+
+def inline_cap_mutant_source(source: str) -> str:
+    """``source`` with the inline cap check's ``>=`` turned into ``>``."""
+    found = stop_condition(source)
+    lines = source.splitlines(keepends=True)
+    row = found.check.lineno - 1
+    assert lines[row].count(" >= ") == 1, lines[row]
+    lines[row] = lines[row].replace(" >= ", " > ")
+    return "".join(lines)

@@ -1,0 +1,289 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Balance metrics on the ``/metrics`` endpoint of a real ``vllm serve``.
+
+The command users type: vLLM's OpenAI-compatible server
+(``python -m vllm.entrypoints.openai.api_server``; the ``vllm`` console
+script needs the distribution to be named ``vllm``) with
+``--data-parallel-size 2`` on CPU, the tiny MoE model directory, and the
+replay's weightless cost-model executor named by
+``--distributed-executor-backend``. Everything else is vLLM's own: API
+server, DP coordinator, one ``DPEngineCoreProc`` per rank with its gloo DP
+group, the plugin activated through its entry point. Requests are
+completions over HTTP on 127.0.0.1 with token-id prompts; ``/metrics`` is
+parsed with ``prometheus_client``'s parser.
+
+Three server starts per lane (startup is the slow part):
+
+- balance on, bounded (``balance_max_frozen_steps`` = 2), ``--max-num-seqs 4``
+  and 16 concurrent long requests (both ranks reach the cap and stay there):
+  per rank, gathers equal and > 0, frozen > 0, fail-open steps > 0, the
+  spread gauge present, time in the gather > 0; the periodic INFO summary
+  is in the log for both ranks;
+- balance off: no balance series (or all zero);
+- a bad setting (``balance_max_frozen_steps`` = 0): the server exits non-zero
+  before any engine starts, with the one-line cause.
+
+Each server runs in its own session; a finalizer kills the whole process
+group (API server, coordinator, engine cores) and checks nothing is left,
+also when the test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from vllm_ascend_balance.replay.costmodel import ReplaySettings
+from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+EXECUTOR = "vllm_ascend_balance.replay.executor.CostModelExecutor"
+MAX_NUM_SEQS = 4
+MAX_FROZEN_STEPS = 2
+STARTUP_LIMIT_S = 420  # hang guard only; nothing asserts on durations
+COUNTERS = (
+    "vllm:balance_gathers",
+    "vllm:balance_frozen_gathers",
+    "vllm:balance_fail_open_steps",
+    "vllm:balance_gather_seconds",
+)
+SPREAD = "vllm:balance_running_spread"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+    model: str
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_server(tmp: Path, scheduler_config: dict[str, Any]) -> Server:
+    model = str(write_tiny_moe_model(tmp / "model", 1024))
+    settings = ReplaySettings(
+        run_dir=str(tmp / "run"),
+        lockstep_port=free_port(),
+        time_scale=0.2,
+        kv_cache_tokens=64 * 1024,
+    )
+    additional = {
+        "scheduler_config": scheduler_config,
+        "balance_replay": settings.to_dict(),
+    }
+    port = free_port()
+    log = tmp / "server.log"
+    env = dict(os.environ, VLLM_LOG_STATS_INTERVAL="1", HF_HUB_OFFLINE="1")
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", model,
+        "--skip-tokenizer-init",
+        "--data-parallel-size", "2",
+        "--data-parallel-address", "127.0.0.1",
+        "--distributed-executor-backend", EXECUTOR,
+        "--max-num-seqs", str(MAX_NUM_SEQS),
+        "--max-model-len", "1024",
+        "--no-enable-prefix-caching",
+        "--enforce-eager",
+        "--dtype", "float32",
+        "--additional-config", json.dumps(additional),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tmp,
+            start_new_session=True,  # one process group: server + engines
+        )
+    return Server(proc, port, log, model)
+
+
+def stop_server(server: Server) -> None:
+    """Kill the server's whole process group; fail if anything survives."""
+    pgid = server.proc.pid  # session leader: pgid == pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            server.proc.poll()
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+    server.proc.wait(timeout=30)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)  # no process of the group is left
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Any]:
+    servers: list[Server] = []
+
+    def start(scheduler_config: dict[str, Any]) -> Server:
+        directory = tmp_path / f"server{len(servers)}"
+        directory.mkdir()
+        server = start_server(directory, scheduler_config)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        stop_server(server)
+
+
+def wait_healthy(server: Server) -> None:
+    deadline = time.monotonic() + STARTUP_LIMIT_S
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            pytest.fail(f"server exited {server.proc.returncode}:\n{server.log_text()}")
+        try:
+            with urllib.request.urlopen(server.url("/health"), timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(1)
+    pytest.fail(f"server not healthy in {STARTUP_LIMIT_S} s:\n{server.log_text()}")
+
+
+def complete(server: Server, index: int, max_tokens: int) -> int:
+    body = {
+        "model": server.model,
+        "prompt": [10 + (index * 7 + i) % 900 for i in range(8 + index % 5)],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "temperature": 0.0,
+    }
+    request = urllib.request.Request(
+        server.url("/v1/completions"),
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=300) as resp:
+        reply = json.loads(resp.read())
+    return int(reply["usage"]["completion_tokens"])
+
+
+def scrape(server: Server) -> dict[str, dict[str, float]]:
+    """``{sample name: {engine label: value}}`` of the balance series."""
+    with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
+        text = resp.read().decode()
+    found: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        if not family.name.startswith("vllm:balance_"):
+            continue
+        assert family.type == ("gauge" if family.name == SPREAD else "counter")
+        assert family.documentation, f"{family.name} has no help text"
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            assert set(sample.labels) == {"model_name", "engine"}, sample
+            found.setdefault(sample.name, {})[sample.labels["engine"]] = sample.value
+    return found
+
+
+def settled_scrape(server: Server) -> dict[str, dict[str, float]]:
+    """Scrape until two scrapes agree (the engines finish their last steps
+    after the last response)."""
+    previous = scrape(server)
+    for _ in range(60):
+        time.sleep(0.5)
+        current = scrape(server)
+        if current == previous:
+            return current
+        previous = current
+    return previous
+
+
+def test_balance_series_on_vllm_serve(serve: Any) -> None:
+    bounded = serve(
+        {
+            "enable_balance_scheduling": True,
+            "balance_max_frozen_steps": MAX_FROZEN_STEPS,
+        }
+    )
+    off = serve({"enable_balance_scheduling": False})
+    wait_healthy(bounded)
+    with ThreadPoolExecutor(16) as pool:
+        tokens = list(pool.map(lambda i: complete(bounded, i, 96), range(16)))
+    assert tokens == [96] * 16
+    series = settled_scrape(bounded)
+    gathers = series["vllm:balance_gathers_total"]
+    assert set(gathers) == {"0", "1"}, series
+    assert gathers["0"] == gathers["1"] > 0, "gathers differ between DP ranks"
+    frozen = series["vllm:balance_frozen_gathers_total"]
+    fail_opens = series["vllm:balance_fail_open_steps_total"]
+    for rank in ("0", "1"):
+        assert frozen[rank] > 0, "the load reached the cap but nothing froze"
+        assert fail_opens[rank] > 0, "bounded freeze never opened the gate"
+        assert series["vllm:balance_gather_seconds_total"][rank] > 0
+        assert series[SPREAD][rank] >= 0
+        # Every rank decides from the same vectors: the same counts.
+        assert frozen[rank] == frozen["0"] and fail_opens[rank] == fail_opens["0"]
+    log = bounded.log_text()
+    for rank in (0, 1):
+        assert f"balance scheduling, DP rank {rank}:" in log, "no INFO summary"
+    assert "% frozen" in log and "fail-open steps, gather p50" in log
+
+    wait_healthy(off)
+    assert complete(off, 0, 8) == 8
+    off_series = scrape(off)
+    assert all(v == 0 for s in off_series.values() for v in s.values()), off_series
+
+
+def test_bad_setting_exits_before_engines_start(tmp_path: Path) -> None:
+    server = start_server(
+        tmp_path, {"enable_balance_scheduling": True, "balance_max_frozen_steps": 0}
+    )
+    try:
+        code = server.proc.wait(timeout=STARTUP_LIMIT_S)
+    finally:
+        if server.proc.poll() is None:
+            stop_server(server)
+    log = server.log_text()
+    assert code != 0
+    assert "EngineCore" not in log, "an engine started"
+    errors = [
+        line
+        for line in log.splitlines()
+        if "balance_max_frozen_steps" in line and "ERROR" in line
+    ]
+    assert len(errors) == 1, log
+    assert "must be a positive JSON integer" in errors[0]
+    assert "Traceback" not in log, "stack trace instead of a one-line error"

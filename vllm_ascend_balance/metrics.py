@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Balance metrics: engine cores write them, the front-end's ``/metrics`` serves them.
+
+Engine cores are separate processes from the API server, and vLLM carries
+engine-side numbers to the front-end only as ``SchedulerStats`` fields (a
+fixed dataclass, decoded by type: an extra attribute is dropped on the way).
+So each engine core writes its counters in ``prometheus_client``'s own
+multi-process file format (the mmap files ``MultiProcessCollector`` reads),
+one set of files per engine process:
+
+- with one API server (``vllm serve`` default) the front-end serves
+  ``prometheus_client.REGISTRY``; :func:`serve_from_front_end` (called when a
+  config activates balance, before engines start) creates a private
+  directory, exports it to the engines as :data:`METRICS_DIR_ENV` and
+  registers a ``MultiProcessCollector`` for that directory only on
+  ``REGISTRY``;
+- with several API servers vLLM itself sets ``PROMETHEUS_MULTIPROC_DIR`` and
+  serves a ``MultiProcessCollector`` of it; the engines write there and the
+  series appear with no further step.
+
+Writing costs a few ``struct.pack_into`` on an mmap per gather; reading
+happens only on a scrape. The series (see :data:`SERIES`) use vLLM's
+``vllm:`` prefix and its per-engine labels ``model_name`` and ``engine``
+(the DP rank), so they sit next to vLLM's own per-engine series in
+dashboards; the ``balance_`` sub-prefix keeps them apart from upstream names.
+
+Each engine core also logs one INFO line per vLLM stats interval
+(``VLLM_LOG_STATS_INTERVAL``, only when stats logging is on): freeze share,
+fail-open steps and the gather's p50/p99 over the interval.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_ascend_balance.logger import init_logger
+
+logger = init_logger(__name__)
+
+METRICS_DIR_ENV = "VLLM_ASCEND_BALANCE_METRICS_DIR"
+PROMETHEUS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+LABELS = ("model_name", "engine")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One exported series: ``name`` without the ``_total`` suffix of a
+    counter; ``attr`` is the scheduler attribute it reads."""
+
+    name: str
+    kind: str
+    attr: str
+    help: str
+
+
+SERIES = (
+    Series(
+        "vllm:balance_gathers",
+        "counter",
+        "balance_gathers",
+        "Balance scheduling gathers of len(running) across DP ranks "
+        "(one per active engine step).",
+    ),
+    Series(
+        "vllm:balance_frozen_gathers",
+        "counter",
+        "balance_frozen_gathers",
+        "Gathers that froze admission from WAITING on every DP rank "
+        "(largest running count equal to the admission cap).",
+    ),
+    Series(
+        "vllm:balance_fail_open_steps",
+        "counter",
+        "balance_fail_opens",
+        "Gathers that found the leader at the cap but opened the gate because "
+        "balance_max_frozen_steps consecutive gathers had frozen.",
+    ),
+    Series(
+        "vllm:balance_gather_seconds",
+        "counter",
+        "balance_gather_seconds",
+        "Wall time spent in the balance gather collective, in seconds.",
+    ),
+    Series(
+        "vllm:balance_running_spread",
+        "gauge",
+        "balance_spread",
+        "Largest minus smallest len(running) across DP ranks at the last gather.",
+    ),
+)
+
+_front_end_dir: tempfile.TemporaryDirectory[str] | None = None
+
+
+def serve_from_front_end() -> None:
+    """Make the engines' balance series reach this process's ``/metrics``
+    (idempotent; front-end process, before engines start).
+
+    Does nothing when ``PROMETHEUS_MULTIPROC_DIR`` is set (vLLM's own
+    multi-process collector serves the engines' files then)."""
+    global _front_end_dir
+    if os.environ.get(PROMETHEUS_DIR_ENV) or _front_end_dir is not None:
+        return
+    from prometheus_client import REGISTRY
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    _front_end_dir = tempfile.TemporaryDirectory(prefix="vllm-ascend-balance-")
+    os.environ[METRICS_DIR_ENV] = _front_end_dir.name
+    # Registered on the default registry, which vLLM's /metrics serves with
+    # one API server; it has no ``_name``, so vLLM's unregister_vllm_metrics()
+    # (which drops collectors named "vllm:*") leaves it in place.
+    MultiProcessCollector(REGISTRY, path=_front_end_dir.name)
+
+
+def engine_metrics_dir() -> str | None:
+    """Where this engine process writes its series, or None (not served)."""
+    path = os.environ.get(PROMETHEUS_DIR_ENV) or os.environ.get(METRICS_DIR_ENV)
+    return path if path and os.path.isdir(path) else None
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank quantile of a sorted, non-empty list."""
+    index = min(len(sorted_values) - 1, max(0, round(q * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+class EngineBalanceMetrics:
+    """One engine core's balance series and interval summary.
+
+    Args:
+        dp_rank: the engine's DP rank (the ``engine`` label, as vLLM's).
+        model_name: the served model name (the ``model_name`` label).
+        directory: where to write the multi-process files, or None.
+        log_interval_s: INFO summary interval in seconds, or None for no
+            summary (stats logging off).
+    """
+
+    def __init__(
+        self,
+        dp_rank: int,
+        model_name: str,
+        directory: str | None,
+        log_interval_s: float | None,
+    ) -> None:
+        self.dp_rank = dp_rank
+        self.log_interval_s = log_interval_s
+        self._next_log = time.monotonic() + (log_interval_s or 0.0)
+        self._interval_gather_s: list[float] = []
+        self._interval_start: tuple[int, int, int] = (0, 0, 0)
+        self._files: list[tuple[Any, str, str]] = []
+        if directory is not None:
+            self._open(directory, [model_name, str(dp_rank)])
+
+    def _open(self, directory: str, labelvalues: list[str]) -> None:
+        from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+        pid = os.getpid()
+        # "balance-" keeps the files apart from any prometheus_client metric
+        # of this same process (two writers on one file would corrupt it).
+        counters = MmapedDict(os.path.join(directory, f"counter_balance-{pid}.db"))
+        gauges = MmapedDict(
+            os.path.join(directory, f"gauge_mostrecent_balance-{pid}.db")
+        )
+        for series in SERIES:
+            sample = series.name + ("_total" if series.kind == "counter" else "")
+            key = mmap_key(series.name, sample, list(LABELS), labelvalues, series.help)
+            target = counters if series.kind == "counter" else gauges
+            target.write_value(key, 0.0, time.time())
+            self._files.append((target, key, series.attr))
+
+    @classmethod
+    def for_engine(cls, engine: Any) -> EngineBalanceMetrics:
+        """Build from a ``DPEngineCoreProc`` (tolerates a partly built one)."""
+        config = getattr(engine, "vllm_config", None)
+        model_config = getattr(config, "model_config", None)
+        model_name = getattr(model_config, "served_model_name", None) or ""
+        interval = None
+        if getattr(engine, "log_stats", False):
+            import vllm.envs as envs
+
+            interval = float(envs.VLLM_LOG_STATS_INTERVAL)
+        return cls(
+            int(getattr(engine, "dp_rank", 0)),
+            str(model_name),
+            engine_metrics_dir(),
+            interval,
+        )
+
+    def record(self, scheduler: Any) -> None:
+        """After one gather: update the files and, once per interval, log."""
+        if self._files:
+            now = time.time()
+            for target, key, attr in self._files:
+                target.write_value(key, float(getattr(scheduler, attr)), now)
+        if self.log_interval_s is None:
+            return
+        self._interval_gather_s.append(scheduler.balance_last_gather_s)
+        if time.monotonic() >= self._next_log:
+            self._log(scheduler)
+
+    def _log(self, scheduler: Any) -> None:
+        gathers0, frozen0, fail0 = self._interval_start
+        gathers = scheduler.balance_gathers - gathers0
+        frozen = scheduler.balance_frozen_gathers - frozen0
+        fail_opens = scheduler.balance_fail_opens - fail0
+        samples = sorted(self._interval_gather_s)
+        logger.info(
+            "balance scheduling, DP rank %d: %d gathers, %.1f%% frozen, "
+            "%d fail-open steps, gather p50 %.3f ms, p99 %.3f ms, "
+            "running spread %d",
+            self.dp_rank,
+            gathers,
+            100.0 * frozen / gathers if gathers else 0.0,
+            fail_opens,
+            1e3 * _quantile(samples, 0.5),
+            1e3 * _quantile(samples, 0.99),
+            scheduler.balance_spread,
+        )
+        self._interval_start = (
+            scheduler.balance_gathers,
+            scheduler.balance_frozen_gathers,
+            scheduler.balance_fail_opens,
+        )
+        self._interval_gather_s.clear()
+        assert self.log_interval_s is not None
+        self._next_log = time.monotonic() + self.log_interval_s
