@@ -38,6 +38,9 @@ from vllm_ascend_balance.replay.validate import (
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.e2e
+@pytest.mark.multiproc
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sim_agrees_with_real_deployment(tmp_path: Path) -> None:
     case = Case("azure", 2, AZURE_SLICE, duration=60.0)
