@@ -207,3 +207,24 @@ def test_options_reach_the_simulation() -> None:
     assert (sim.dp_size, sim.max_num_seqs, sim.routing) == (8, 4, "round-robin")
     assert sim.cost == options.cost
     assert dataclasses.replace(sim, dp_size=2).dp_size == 2
+
+
+def test_scale_benchmark_smoke(tmp_path: Any, capsys: pytest.CaptureFixture) -> None:
+    """``benchmarks/bench_sim_scale.py --quick`` prints its table and writes
+    its JSON (no timing asserted)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks/bench_sim_scale.py"
+    spec = importlib.util.spec_from_file_location("bench_sim_scale", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "scale.json"
+    assert bench.main(["--quick", "--mode", "on", "--json", str(out)]) == 0
+    assert "s/1k rank-steps" in capsys.readouterr().out
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["dp"] for r in rows] == [2, 4]
+    assert all(r["completed"] == r["requests"] == 60 for r in rows)
+    assert all(r["rank_steps"] == r["steps"] * r["dp"] for r in rows)

@@ -99,7 +99,9 @@ class ReplayOptions:
     )  # fmt: skip
     engine: str = option(
         "asyncllm",
-        "asyncllm: a real AsyncLLM DP deployment (one engine process per rank)",
+        "asyncllm: a real AsyncLLM DP deployment (one engine process per rank); "
+        "sim: N real vLLM schedulers stepped in lock step in one process, for "
+        "DP 8 to 256 (no wall-clock pacing; --time-scale unused)",
         choices=tuple(ENGINES), group=_DEP,
     )  # fmt: skip
     # comparison

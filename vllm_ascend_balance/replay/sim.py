@@ -12,7 +12,8 @@ What is real and what is modeled:
   :func:`~vllm_ascend_balance.activation.compose_scheduler` composes
   ``BalanceSchedulerMixin`` onto ``Scheduler`` (or ``AsyncScheduler`` with
   ``async_scheduling``), exactly as ``run_engine_core`` does. The KV cache is
-  one ``FullAttentionSpec`` group sized like the real replay's (nothing is
+  one ``FullAttentionSpec`` group with room for every running request at the
+  workload's longest (nothing is
   preempted); ``log_stats`` is off (it only feeds metrics).
 - **The engine loop: mirrored.** One iteration of
   ``DPEngineCoreProc.run_busy_loop`` per rank per step: requests that arrived

@@ -34,6 +34,7 @@ from vllm_ascend_balance.replay.engine import load_engine
 from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr
 from vllm_ascend_balance.replay.metrics import RunMetrics, run_metrics
 from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.records import RunStatus
 from vllm_ascend_balance.replay.workload import Workload, load_workload
 
 logger = init_logger(__name__)
@@ -169,12 +170,29 @@ def compare_runs(
 
 
 def run_case(
-    case: Case, root: Path, work: Path, modes: str = "off,on", warmup: int = 2
+    case: Case,
+    root: Path,
+    work: Path,
+    modes: str = "off,on",
+    warmup: int = 2,
+    time_scale: float = 0.5,
+    routing: str = "vllm",
 ) -> list[Check]:
-    """Run ``case`` on both engines, every mode of ``modes``; its checks."""
-    base = ReplayOptions(mode=modes, repeat=1, dp=case.dp, warmup=warmup)
+    """Run ``case`` on both engines, every mode of ``modes``; its checks.
+    ``time_scale`` paces the real deployment (wall s per modeled s);
+    ``routing`` is ``--routing`` for both engines (``round-robin`` takes the
+    balancer's wall-clock stats timing out of the comparison, README)."""
+    base = ReplayOptions(
+        mode=modes,
+        repeat=1,
+        dp=case.dp,
+        warmup=warmup,
+        time_scale=time_scale,
+        routing=routing,
+    )
     workload = case.workload(root, base.max_model_len)
     metrics: dict[str, dict[str, RunMetrics]] = {}
+    failures: list[Check] = []
     for engine_name in ("asyncllm", "sim"):
         options = dataclasses.replace(
             base, engine=engine_name, run_dir=str(work / f"{case.name}-{case.dp}")
@@ -182,10 +200,22 @@ def run_case(
         engine = load_engine(engine_name)
         for mode in options.modes():
             records = engine.run(workload, mode, options, 0)
+            if records.status is not RunStatus.OK:
+                failures.append(
+                    Check(
+                        f"{case.name} DP {case.dp}",
+                        mode.label,
+                        f"{engine_name} run status",
+                        records.status.value if engine_name == "asyncllm" else "",
+                        records.status.value if engine_name == "sim" else "",
+                        False,
+                    )
+                )
+                logger.warning("%s run failed: %s", engine_name, records.cause)
             metrics.setdefault(mode.label, {})[engine_name] = run_metrics(
                 records, options.starvation_steps
             )
-    checks: list[Check] = []
+    checks: list[Check] = list(failures)
     for mode in base.modes():
         by_engine = metrics[mode.label]
         checks += compare_runs(
