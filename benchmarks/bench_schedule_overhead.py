@@ -35,7 +35,7 @@ states, each side's ``schedule()`` counted in instructions under
 ``valgrind --tool=cachegrind --cache-sim=no`` instead of timed, so the ratio
 does not depend on a quiet machine (see ``instruction_count.py``).
 
-    python benchmarks/bench_schedule_overhead.py --count instructions   # ~40 min
+    python benchmarks/bench_schedule_overhead.py --count instructions   # ~20 min
 """
 
 from __future__ import annotations
