@@ -35,7 +35,7 @@ states, each side's ``schedule()`` counted in instructions under
 ``valgrind --tool=cachegrind --cache-sim=no`` instead of timed, so the ratio
 does not depend on a quiet machine (see ``instruction_count.py``).
 
-    python benchmarks/bench_schedule_overhead.py --count instructions   # ~40 min
+    python benchmarks/bench_schedule_overhead.py --count instructions   # ~20 min
 """
 
 from __future__ import annotations
@@ -355,9 +355,11 @@ def count_worker(spec_path: Path) -> int:
 
     For each (pair, waiting queue, side) it builds ``warmup + 2 * calls``
     schedulers holding identical waiting queues (same request ids, so the
-    dict and set work inside ``schedule()`` is the same), calls
-    ``schedule()`` on ``warmup`` of them (CPython's specializing
-    interpreter settles in those calls), then forks a child that calls
+    dict and set work inside ``schedule()`` is the same), in a process of
+    its own per side, warms up on that class only (``class_warmup``
+    one-request cycles, then ``schedule()`` on ``warmup`` of the
+    schedulers: CPython's specializing interpreter settles), then forks a
+    child that calls
     ``schedule()`` on ``calls`` fresh ones and another on ``2 * calls``. A
     forked child stays under valgrind and writes its own count at exit
     (``cachegrind.out.<pid>``); both children share everything before the
@@ -383,55 +385,72 @@ def count_worker(spec_path: Path) -> int:
             ("patched", Scheduler, None),
         )
     gc.disable()  # no collection in a counted call; the children are short
-    # CPython quickens a code object after a few calls and specializes its
-    # instructions as they run: settle that for every class before counting
-    # (cheap one-request calls; each row then warms up at its own size).
-    for sides in pairs.values():
-        for _, cls, dp_size in sides:
-            for _ in range(spec["class_warmup"]):
-                sched = _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
-                sched.add_request(make_request("w", PROMPT_LEN, max_tokens=8))
-                sched.schedule()
-    manifest: list[dict[str, Any]] = []
+    manifest = Path(spec["manifest"])
     for pair, sides in pairs.items():
         for waiting in spec["queues"]:
-            calls = calls_for[waiting]
-            loaded: dict[str, list[Any]] = {}
             for side, cls, dp_size in sides:
-                scheds = [
-                    _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
-                    for _ in range(warmup + 2 * calls)
-                ]
-                for sched in scheds:
-                    for i in range(waiting):
-                        sched.add_request(
-                            make_request(f"r{i}", PROMPT_LEN, max_tokens=8)
-                        )
-                for sched in scheds[:warmup]:
-                    sched.schedule()
-                loaded[side] = scheds[warmup:]
-            for side, scheds in loaded.items():
-                for n in (calls, 2 * calls):
-                    pid = os.fork()
-                    if pid == 0:
-                        for sched in scheds[:n]:
-                            sched.schedule()
-                        os._exit(0)  # no atexit work inside the count
-                    _, status = os.waitpid(pid, 0)
-                    if status != 0:
-                        raise SystemExit(f"error: counting child {pid}: {status}")
-                    manifest.append(
-                        {
-                            "pid": pid,
-                            "pair": pair,
-                            "waiting": waiting,
-                            "side": side,
-                            "calls": n,
-                        }
-                    )
-            del loaded
-    Path(spec["manifest"]).write_text(json.dumps(manifest), encoding="utf-8")
+                # Each side in its own process: schedule()'s code is shared by
+                # the classes, and CPython specializes it for the class that
+                # runs it; a process that ran another class first would count
+                # the re-specialization (as production never does).
+                pid = os.fork()
+                if pid == 0:
+                    _count_side(
+                        cls, dp_size, waiting, calls_for[waiting], warmup,
+                        int(spec["class_warmup"]), manifest, pair, side,
+                    )  # fmt: skip
+                    os._exit(0)
+                _, status = os.waitpid(pid, 0)
+                if status != 0:
+                    raise SystemExit(f"error: counting {pair}/{side}: {status}")
     return 0
+
+
+def _count_side(
+    cls: type,
+    dp_size: int | None,
+    waiting: int,
+    calls: int,
+    warmup: int,
+    class_warmup: int,
+    manifest: Path,
+    pair: str,
+    side: str,
+) -> None:
+    """One side of one row, in a process of its own (see ``count_worker``):
+    warm up on this class only, then fork the K- and 2K-call children and
+    append them to the manifest (one JSON object per line)."""
+    sched = _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
+    for i in range(class_warmup):
+        # Quickening and instruction specialization settle over tens of
+        # executions of each instruction: cheap one-request cycles.
+        request = make_request(f"w{i}", PROMPT_LEN, max_tokens=8)
+        sched.add_request(request)
+        sched.schedule()
+        sched.finish_requests([request.request_id], RequestStatus.FINISHED_ABORTED)
+        sched.schedule()
+    scheds = [
+        _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
+        for _ in range(warmup + 2 * calls)
+    ]
+    for sched in scheds:
+        for i in range(waiting):
+            sched.add_request(make_request(f"r{i}", PROMPT_LEN, max_tokens=8))
+    for sched in scheds[:warmup]:
+        sched.schedule()
+    counted = scheds[warmup:]
+    for n in (calls, 2 * calls):
+        pid = os.fork()
+        if pid == 0:
+            for sched in counted[:n]:
+                sched.schedule()
+            os._exit(0)  # no atexit work inside the count
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise SystemExit(f"error: counting child {pid}: {status}")
+        entry = {"pid": pid, "pair": pair, "waiting": waiting, "side": side}
+        with manifest.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(entry | {"calls": n}) + "\n")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -41,8 +41,8 @@ PAIRS = {
     "refactor": ("original", "patched"),
 }
 RUN_TIMEOUT_S = 3 * 3600  # hang guard only
-#: One-request schedule() calls per class before any row is counted.
-CLASS_WARMUP = 16
+#: One-request add/schedule/abort/schedule cycles per side before its row.
+CLASS_WARMUP = 100
 
 
 def find_valgrind() -> str | None:
@@ -108,7 +108,8 @@ def count_once(
                 f"error: the valgrind run exited {proc.returncode}:\n{tail}"
             )
         totals: dict[tuple[str, int, str], dict[int, int]] = {}
-        for entry in json.loads(manifest.read_text(encoding="utf-8")):
+        entries = manifest.read_text(encoding="utf-8").splitlines()
+        for entry in map(json.loads, entries):
             key = (entry["pair"], int(entry["waiting"]), entry["side"])
             ir = _total_ir(work / f"cachegrind.out.{entry['pid']}")
             totals.setdefault(key, {})[int(entry["calls"])] = ir
@@ -157,7 +158,8 @@ def run(
         header,
         "per call = (Ir(2K calls) - Ir(K calls)) / K, K = "
         + ", ".join(f"{k} ({w} waiting)" for w, k in calls.items())
-        + f"; after {CLASS_WARMUP} warm-up calls per class and {warmup} per row; "
+        + f"; each side in its own process, warmed up by {CLASS_WARMUP} "
+        f"one-request cycles and {warmup} calls at the row's size; "
         f"{runs} independent valgrind runs; cachegrind --cache-sim=no",
     ]
     rows: list[dict[str, Any]] = []
