@@ -701,7 +701,8 @@ def test_wrapping_scheduler_cls_accepted(cls: type) -> None:
 
 def _frozen_step_admissions(cls: type, caplog: pytest.LogCaptureFixture) -> list[str]:
     """Freeze the gate on a real scheduler of ``cls`` (the other rank at the
-    cap), give it waiting requests, schedule twice; return the error lines."""
+    cap), give it waiting requests, gather and schedule twice, then gather
+    once more (the tripwire checks at the gather); return the error lines."""
     from unittest import mock
 
     import torch.distributed as dist
@@ -726,6 +727,8 @@ def _frozen_step_admissions(cls: type, caplog: pytest.LogCaptureFixture) -> list
                 scheduler.balance_gather()
             assert scheduler.balance_frozen
             scheduler.schedule()
+        with mock.patch.object(dist, "all_gather", gather_other_at_cap):
+            scheduler.balance_gather()
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
@@ -746,8 +749,8 @@ def test_tripwire(caplog: pytest.LogCaptureFixture) -> None:
 class NoTripwireGate(BalanceSchedulerMixin):
     """Known-bad: the mixin without its run-time check."""
 
-    def schedule(self, *args: Any, **kwargs: Any) -> Any:
-        return super(BalanceSchedulerMixin, self).schedule(*args, **kwargs)  # type: ignore[misc]
+    def _balance_check_frozen_step(self) -> None:
+        return None
 
 
 def test_tripwire_negative_control_fails(caplog: pytest.LogCaptureFixture) -> None:

@@ -5,8 +5,8 @@ Composed at activation time onto the class the configuration would use
 (``Scheduler``, ``AsyncScheduler`` or a ``scheduler_cls`` subclass), e.g.
 ``type("BalanceAsyncScheduler", (BalanceSchedulerMixin, AsyncScheduler), {})``.
 It overrides ``Scheduler._should_stop_admitting_waiting()``, the seam added
-by ``upstream_patch/``, and wraps ``schedule()`` only to check its output
-afterwards (the tripwire); the scheduling itself is upstream's. The seam is
+by ``upstream_patch/``; ``schedule()`` itself is upstream's, untouched (the
+run-time tripwire runs at the gather, not in ``schedule()``). The seam is
 asked only after upstream's own admission-cap check, which stays inline in
 the WAITING loop, and its default returns False: the gate can close
 admission, never admit past the cap.
@@ -98,6 +98,7 @@ class BalanceSchedulerMixin:
     balance_spread: int = 0
     _balance_group: Any = None
     _balance_tripped: bool = False
+    _balance_held: set[str] | None = None
     _balance_slots: list[torch.Tensor]
     _balance_local: torch.Tensor
     _balance_next_seam: ClassVar[Callable[[Any], bool]]
@@ -129,6 +130,7 @@ class BalanceSchedulerMixin:
         # is not deprecated; the slots are views, so one max() reads them all.
         dist.all_gather(self._balance_slots, self._balance_local, group=group)
         elapsed = time.perf_counter() - start
+        self._balance_check_frozen_step()
         leader = int(gathered.max())
         frozen = leader == admission_cap(self)
         if frozen:
@@ -142,33 +144,41 @@ class BalanceSchedulerMixin:
         else:
             self.balance_frozen_run = 0
         self.balance_frozen = frozen
+        self._balance_held = (
+            {r.request_id for r in self.running}  # type: ignore[attr-defined]
+            if frozen
+            else None
+        )
         self.balance_gathers += 1
         self.balance_frozen_gathers += frozen
         self.balance_last_gather_s = elapsed
         self.balance_gather_seconds += elapsed
         self.balance_spread = leader - int(gathered.min())
 
-    def schedule(self, *args: Any, **kwargs: Any) -> Any:
-        """Upstream's ``schedule()``, unchanged, plus the run-time tripwire:
-        a step the gate froze must admit nothing from WAITING; if it does,
-        the scheduler class does not reach the seam (one error per process,
-        naming the class)."""
-        output = super().schedule(*args, **kwargs)  # type: ignore[misc]
-        if self.balance_frozen and not self._balance_tripped:
-            resumed = getattr(output.scheduled_cached_reqs, "resumed_req_ids", ())
-            if output.scheduled_new_reqs or resumed:
-                self._balance_tripped = True
-                logger.error(
-                    "balance scheduling: %s admitted %d request(s) from WAITING "
-                    "on a step the gate had frozen: its schedule() does not "
-                    "consult Scheduler.%s(); the gate has no effect on this "
-                    "rank (use a scheduler_cls whose schedule() calls "
-                    "super().schedule() or the seam)",
-                    gated_class(type(self)).__qualname__,
-                    len(output.scheduled_new_reqs) + len(resumed),
-                    SEAM,
-                )
-        return output
+    def _balance_check_frozen_step(self) -> None:
+        """The run-time tripwire, run at each gather (off the ``schedule()``
+        path): if the previous gather froze the gate, every request running
+        now must have been running then, since a frozen step admits nothing
+        from WAITING (new or resumed). A request that is new to ``running``
+        means the scheduler class does not reach the seam: one error per
+        process, naming the class."""
+        held = self._balance_held
+        if held is None or self._balance_tripped:
+            return
+        running = self.running  # type: ignore[attr-defined]
+        admitted = [r.request_id for r in running if r.request_id not in held]
+        if admitted:
+            self._balance_tripped = True
+            logger.error(
+                "balance scheduling: %s admitted %d request(s) from WAITING "
+                "on a step the gate had frozen: its schedule() does not "
+                "consult Scheduler.%s(); the gate has no effect on this "
+                "rank (use a scheduler_cls whose schedule() calls "
+                "super().schedule() or the seam)",
+                gated_class(type(self)).__qualname__,
+                len(admitted),
+                SEAM,
+            )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
