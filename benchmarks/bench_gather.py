@@ -111,7 +111,9 @@ def _rank_main(
     group = parallel_config.stateless_init_dp_group()
     try:
         scheduler.dp_group = group
-        sync = ParallelConfig.sync_dp_state
+        # Bound through the instance: a staticmethod in older releases, an
+        # instance method (it reads the config's timeout) in newer ones.
+        sync = parallel_config.sync_dp_state
 
         def gather_once() -> None:
             scheduler.balance_gather()

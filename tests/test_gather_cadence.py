@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -77,10 +78,20 @@ class _CollectiveLog:
         self.calls: list[dict[str, Any]] = []
         for name in ("all_gather_into_tensor", "all_gather", "all_reduce"):
             setattr(dist, name, self._wrap(name, getattr(dist, name)))
+        # Newer releases run the DP sync as vLLM's own point-to-point
+        # all-reduce (``cpu_all_reduce_``, imported by name into
+        # vllm.config.parallel): log it as the all_reduce it is.
+        import vllm.config.parallel as parallel_module
 
-    def _wrap(self, name: str, real: Any) -> Any:
+        real = getattr(parallel_module, "cpu_all_reduce_", None)
+        if real is not None:
+            parallel_module.cpu_all_reduce_ = self._wrap("all_reduce", real, 1)
+
+    def _wrap(self, name: str, real: Any, group_arg: int | None = None) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             group = kwargs.get("group")
+            if group is None and group_arg is not None and len(args) > group_arg:
+                group = args[group_arg]  # cpu_all_reduce_(tensor, group, ...)
             payload = None
             if name == "all_gather_into_tensor" or name == "all_gather":
                 payload = args[1].tolist()
@@ -161,6 +172,8 @@ def _rank_main(
     engine.pending_pause = False
     engine.ignore_start_dp_wave = False
     engine.dp_sync_interval = getattr(parallel_config, "dp_sync_interval", None)
+    # Newer releases read the DP sync timeout via self.vllm_config.parallel_config.
+    engine.vllm_config = SimpleNamespace(parallel_config=parallel_config)
     log.take()  # group setup traffic is not part of a step
 
     requests = _requests_for(rank)
