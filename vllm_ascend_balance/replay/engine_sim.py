@@ -34,7 +34,7 @@ class SimEngineError(ValueError):
     """An option the simulated engine cannot honour (one line)."""
 
 
-def sim_options(options: ReplayOptions) -> SimOptions:
+def sim_options(options: ReplayOptions, mode: Mode | None = None) -> SimOptions:
     """The simulated engine's options from the replay's."""
     return SimOptions(
         dp_size=options.dp,
@@ -43,20 +43,30 @@ def sim_options(options: ReplayOptions) -> SimOptions:
         max_model_len=options.max_model_len,
         cost=options.cost,
         routing=options.routing,
+        prefill_schedule_interval=mode.prefill_schedule_interval if mode else None,
     )
 
 
 def check_mode(mode: Mode) -> None:
-    """Refuse what the simulation does not model.
+    """Refuse what the simulation cannot model with the installed vLLM.
 
     Raises:
-        SimEngineError: ``interval:N`` (vLLM's DP prefill throttling lives in
-            ``DPEngineCoreProc``, which the simulation does not run).
+        SimEngineError: ``interval:N`` where the installed
+            ``Scheduler.schedule`` has no ``throttle_prefills`` parameter
+            (the simulation passes vLLM's prefill throttle through it, as
+            ``EngineCore.step`` does).
     """
-    if mode.prefill_schedule_interval is not None:
+    if mode.prefill_schedule_interval is None:
+        return
+    import inspect
+
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    if "throttle_prefills" not in inspect.signature(Scheduler.schedule).parameters:
         raise SimEngineError(
-            f"--mode {mode.label}: --engine sim does not model vLLM's "
-            f"prefill_schedule_interval; use --engine asyncllm for interval:N"
+            f"--mode {mode.label}: the installed vLLM's Scheduler.schedule has no "
+            f"throttle_prefills (no prefill_schedule_interval); use a vLLM "
+            f"release that has it, or drop interval:N"
         )
 
 
@@ -105,7 +115,7 @@ class SimEngine:
             result = simulate(
                 mode.balance,
                 requests,
-                sim_options(options),
+                sim_options(options, mode),
                 balance_max_frozen_steps=options.balance_max_frozen_steps,
                 progress=bar.update if bar is not None else None,
             )

@@ -18,7 +18,10 @@ What is real and what is modeled:
 - **The engine loop: mirrored.** One iteration of
   ``DPEngineCoreProc.run_busy_loop`` per rank per step: requests that arrived
   are added (``scheduler.add_request``); a rank with requests runs
-  ``schedule()``, the model (below) and ``update_from_output()``; a rank that
+  ``schedule()`` (with ``throttle_prefills`` from
+  :func:`should_throttle_prefills` under ``interval:N``, as
+  ``EngineCore.step`` passes ``_should_throttle_prefills()``), the model
+  (below) and ``update_from_output()``; a rank that
   ran no tokens runs a dummy batch while any rank is busy; then
   ``_has_global_unfinished_reqs`` (all-reduce only every
   ``dp_sync_interval`` steps, 32 in releases without that setting, and at a
@@ -95,6 +98,8 @@ class SimOptions:
             ``Scheduler``: keep False to compare with it).
         longest_request_tokens: prompt + output tokens of the workload's
             longest request (sizes the KV cache); None: ``max_model_len``.
+        prefill_schedule_interval: vLLM's ``--prefill-schedule-interval``
+            (:func:`should_throttle_prefills`); None: vLLM's default.
     """
 
     dp_size: int = 2
@@ -106,6 +111,17 @@ class SimOptions:
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
     async_scheduling: bool = False
     longest_request_tokens: int | None = None
+    prefill_schedule_interval: int | None = None
+
+
+def should_throttle_prefills(interval: int | None, step_counter: int) -> bool:
+    """vLLM's ``DPEngineCoreProc._should_throttle_prefills()``: with
+    ``prefill_schedule_interval`` N > 1, new prefills wait on every engine
+    step whose wave step counter is not a multiple of N. The counter is the
+    one ``_has_global_unfinished_reqs`` increments once per busy-loop
+    iteration that steps (dummy batches included) and ``run_busy_loop``
+    resets when a wave ends, so it is the same on every rank."""
+    return interval is not None and interval > 1 and step_counter % interval != 0
 
 
 def _vllm_config(
@@ -334,6 +350,7 @@ def simulate(
     board = GatherBoard(n)
     groups = [BoardGroup(board, r) for r in range(n)]
     sync_interval, sync_first = dp_sync_rule(scheds[0].vllm_config)
+    interval = opts.prefill_schedule_interval
     router = Router(opts.routing, n, opts.stats_interval_s)
     models = [OutputModel(r) for r in range(n)]
     prompts = _PromptPool(opts.max_model_len)
@@ -381,7 +398,8 @@ def simulate(
         for rank, sched in enumerate(scheds):
             batch = idle
             if sched.has_requests():
-                so = sched.schedule()
+                throttle = should_throttle_prefills(interval, step_counter)
+                so = sched.schedule(throttle) if throttle else sched.schedule()
                 batch, output, done = models[rank].step(so, step)
                 pending.append((rank, so, output))
                 rank_requests[rank].extend(done)
