@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Building the simulated engine's ranks: options, the ``VllmConfig`` each
+rank's real scheduler is built from, the scheduler class activation composes,
+the release's DP sync rule, and the simulated requests (:mod:`.sim` steps
+them)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_ascend_balance.replay.costmodel import CostModel
+from vllm_ascend_balance.replay.workload import ReplayRequest
+
+KV_BLOCK_SIZE = 16
+#: The sync interval of ``_has_global_unfinished_reqs`` in releases without
+#: ``ParallelConfig.dp_sync_interval`` (0.27.1: every 32 steps).
+LEGACY_DP_SYNC_INTERVAL = 32
+#: Modeled seconds between two DP coordinator stats publications: 100 ms of
+#: wall time at the real replay's default time scale of 0.5.
+DEFAULT_STATS_INTERVAL_S = 0.2
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Options of one simulated run.
+
+    Attributes:
+        dp_size: data-parallel ranks (schedulers).
+        max_num_seqs: per-rank running cap (the balance gate's cap).
+        max_num_batched_tokens: per-rank token budget per step.
+        max_model_len: model length in tokens.
+        cost: the cost model.
+        routing: ``"vllm"`` or ``"round-robin"`` (:mod:`.routing`).
+        stats_interval_s: modeled seconds between the coordinator's stats
+            snapshots that reach the ``vllm`` balancer.
+        async_scheduling: build ``AsyncScheduler`` (the CPU deployment runs
+            ``Scheduler``: keep False to compare with it).
+        longest_request_tokens: prompt + output tokens of the workload's
+            longest request (sizes the KV cache); None: ``max_model_len``.
+        prefill_schedule_interval: vLLM's ``--prefill-schedule-interval``
+            (:func:`should_throttle_prefills`); None: vLLM's default.
+    """
+
+    dp_size: int = 2
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int = 2048
+    max_model_len: int = 16384
+    cost: CostModel = field(default_factory=CostModel)
+    routing: str = "vllm"
+    stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
+    async_scheduling: bool = False
+    longest_request_tokens: int | None = None
+    prefill_schedule_interval: int | None = None
+
+
+def _vllm_config(
+    opts: SimOptions, balance: bool, model_dir: Path, extra: dict[str, Any]
+) -> Any:
+    from vllm.config import (
+        CacheConfig,
+        ModelConfig,
+        ParallelConfig,
+        SchedulerConfig,
+        VllmConfig,
+    )
+
+    model_config = ModelConfig(
+        model=str(model_dir),
+        skip_tokenizer_init=True,
+        max_model_len=opts.max_model_len,
+        dtype="float32",
+        seed=0,
+    )
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=opts.max_num_seqs,
+        max_num_batched_tokens=opts.max_num_batched_tokens,
+        max_model_len=opts.max_model_len,
+        enable_chunked_prefill=True,
+        async_scheduling=opts.async_scheduling,
+        is_encoder_decoder=False,
+    )
+    cache_config = CacheConfig(
+        block_size=KV_BLOCK_SIZE,
+        gpu_memory_utilization=0.9,
+        cache_dtype="auto",
+        enable_prefix_caching=False,
+    )
+    # Room for every running request at its longest, so nothing is ever
+    # preempted (as the real replay sizes it, but from the longest request
+    # of the workload rather than max_model_len: building N block pools is
+    # most of the start-up time at large DP).
+    longest = min(opts.max_model_len, opts.longest_request_tokens or opts.max_model_len)
+    kv_tokens = (opts.max_num_seqs + 1) * longest
+    cache_config.num_gpu_blocks = kv_tokens // KV_BLOCK_SIZE + 1
+    return VllmConfig(
+        model_config=model_config,
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        parallel_config=ParallelConfig(data_parallel_size=opts.dp_size),
+        additional_config={
+            "scheduler_config": {"enable_balance_scheduling": balance, **extra}
+        },
+    )
+
+
+def scheduler_class(vllm_config: Any) -> type:
+    """The class a DP engine core builds for ``vllm_config``: activation's own
+    plan and composition (the balance mixin only where balance applies)."""
+    from vllm_ascend_balance.activation import compose_scheduler, plan_activation
+
+    plan = plan_activation(vllm_config)
+    base = vllm_config.scheduler_config.get_scheduler_cls()
+    if not plan.active:
+        return base
+    # Releases of this package with the bounded freeze compose with the
+    # bound read from the same config (activation's plan carries it).
+    bound = getattr(plan, "max_frozen_steps", None)
+    compose: Any = compose_scheduler
+    return compose(base) if bound is None else compose(base, bound)
+
+
+def build_schedulers(
+    opts: SimOptions,
+    balance: bool,
+    model_dir: Path,
+    extra: dict[str, Any] | None = None,
+) -> list[Any]:
+    """N real schedulers of the class activation composes, one per DP rank
+    (``extra``: more keys of the balance ``scheduler_config``)."""
+    import torch
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+    )
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config = _vllm_config(opts, balance, model_dir, extra or {})
+    cls = scheduler_class(vllm_config)
+    spec = FullAttentionSpec(
+        block_size=KV_BLOCK_SIZE, num_kv_heads=1, head_size=8, dtype=torch.float32
+    )
+    out = []
+    for _ in range(opts.dp_size):
+        kv_cache_config = KVCacheConfig(
+            num_blocks=vllm_config.cache_config.num_gpu_blocks,
+            kv_cache_tensors=[],
+            kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)],
+        )
+        out.append(
+            cls(
+                vllm_config=vllm_config,
+                kv_cache_config=kv_cache_config,
+                block_size=KV_BLOCK_SIZE,
+                log_stats=False,
+                structured_output_manager=StructuredOutputManager(vllm_config),
+            )
+        )
+    return out
+
+
+def dp_sync_rule(vllm_config: Any) -> tuple[int, bool]:
+    """``(interval, sync_first_step)`` of ``_has_global_unfinished_reqs`` in
+    the installed release: every ``dp_sync_interval`` steps and at a wave's
+    first step where ``ParallelConfig`` has ``dp_sync_interval`` (0.32.0),
+    else every 32 steps (0.27.1)."""
+    interval = getattr(vllm_config.parallel_config, "dp_sync_interval", None)
+    if interval is None:
+        return LEGACY_DP_SYNC_INTERVAL, False
+    return int(interval), True
+
+
+class _PromptPool:
+    """Prompt token ids for simulated requests: slices of one fixed list of
+    ids (prefix caching is off, so only the length matters; slicing keeps
+    request creation cheap at 100k requests)."""
+
+    def __init__(self, max_len: int) -> None:
+        rng = random.Random(0)
+        self.ids: list[int] = [rng.randrange(10, 30000) for _ in range(max_len)]
+
+    def prompt(self, n: int) -> list[int]:
+        return self.ids[:n]
+
+
+def _make_request(rid: str, req: ReplayRequest, prompts: _PromptPool) -> Any:
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    params = SamplingParams(
+        max_tokens=req.output_tokens, ignore_eos=True, detokenize=False
+    )
+    return Request(
+        request_id=rid,
+        prompt_token_ids=prompts.prompt(req.prompt_tokens),
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=req.arrival_s,
+    )
