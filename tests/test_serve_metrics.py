@@ -100,7 +100,13 @@ def start_server(tmp: Path, scheduler_config: dict[str, Any]) -> Server:
     }
     port = free_port()
     log = tmp / "server.log"
-    env = dict(os.environ, VLLM_LOG_STATS_INTERVAL="1", HF_HUB_OFFLINE="1")
+    # INFO explicitly: the summary is an INFO line, whatever the caller's env.
+    env = dict(
+        os.environ,
+        VLLM_LOG_STATS_INTERVAL="1",
+        VLLM_LOGGING_LEVEL="INFO",
+        HF_HUB_OFFLINE="1",
+    )
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",

@@ -117,9 +117,13 @@ async def _deploy_and_send(
     interrupts = Interrupts()
     interrupts.install()
     model = write_tiny_moe_model(run_dir.parent / "model", options.max_model_len)
-    # Engine processes are spawned and configure vLLM logging from the env.
+    # Engine processes are spawned and configure vLLM logging from the env;
+    # both are restored afterwards (the caller may start other vLLM servers).
+    saved_env = os.environ.get("VLLM_LOGGING_LEVEL")
+    vllm_logger = logging.getLogger("vllm")
+    saved_level = vllm_logger.level
     os.environ["VLLM_LOGGING_LEVEL"] = options.log_level
-    logging.getLogger("vllm").setLevel(options.log_level)
+    vllm_logger.setLevel(options.log_level)
     llm: Any = None
     late = 0.0
     started = time.monotonic()
@@ -158,6 +162,11 @@ async def _deploy_and_send(
         if reaped:
             logger.debug("reaped leftover processes %s", reaped)
         interrupts.uninstall()
+        vllm_logger.setLevel(saved_level)
+        if saved_env is None:
+            os.environ.pop("VLLM_LOGGING_LEVEL", None)
+        else:
+            os.environ["VLLM_LOGGING_LEVEL"] = saved_env
     return late
 
 
