@@ -49,6 +49,7 @@ class _LBClientState:
         self.core_engines: list[int] = list(range(dp_size))
         self.lb_engines: list[list[int | float]] = [[0, 0, 0.0] for _ in range(dp_size)]
         self.engine_inflight: Counter[int] = Counter()
+        self.streaming_reqs: set[str] = set()  # newer releases track sessions
         self.reqs_in_flight: dict[str, int] = {}
         self.eng_start_index = 0
 
@@ -56,12 +57,13 @@ class _LBClientState:
 class _RequestStub:
     """The fields of an ``EngineCoreRequest`` the balancer reads."""
 
-    __slots__ = ("request_id", "data_parallel_rank", "pooling_params")
+    __slots__ = ("request_id", "data_parallel_rank", "pooling_params", "resumable")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
         self.data_parallel_rank: int | None = None
         self.pooling_params = None
+        self.resumable = False  # read by newer releases (streaming sessions)
 
 
 class Router:

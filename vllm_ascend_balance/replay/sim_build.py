@@ -61,6 +61,7 @@ def _vllm_config(
 ) -> Any:
     from vllm.config import (
         CacheConfig,
+        DeviceConfig,
         ModelConfig,
         ParallelConfig,
         SchedulerConfig,
@@ -100,6 +101,9 @@ def _vllm_config(
         scheduler_config=scheduler_config,
         cache_config=cache_config,
         parallel_config=ParallelConfig(data_parallel_size=opts.dp_size),
+        # The schedulers run on the host: an explicit CPU device, so that an
+        # install without a platform (VLLM_TARGET_DEVICE=empty) builds them.
+        device_config=DeviceConfig(device="cpu"),
         additional_config={
             "scheduler_config": {"enable_balance_scheduling": balance, **extra}
         },
