@@ -49,6 +49,10 @@ def _main(argv: list[str] | None) -> int:
         )
     )
     args = parser.parse_args(argv)
+    # Configures vLLM's logging (our loggers live under ``vllm.``) before any
+    # subcommand logs; after parse_args, so that --help never imports vLLM.
+    import vllm.logger  # noqa: F401
+
     if args.command == "doctor":
         return doctor.run(args)
     if args.command == "validate-sim":
