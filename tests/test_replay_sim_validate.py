@@ -6,12 +6,10 @@ per rank, the cost-model executor, this plugin activated through its entry
 point); the simulated half is ``--engine sim`` on the same workload. The
 full matrix (built-in mix and Azure slice, DP 2 and 4, balance off and on)
 is ``vllm-ascend-balance validate-sim``; here one case (the Azure slice at
-DP 2), balance on, keeps the suite's wall time down on 2 shared cores.
-
-The frozen share of steps, measured 3-7 points higher on the real
-deployment than on the simulation on this shared machine (README), is
-reported as an expected failure when outside its ±3 points; every other
-check must pass.
+DP 2), balance on, keeps the suite's wall time down on 2 shared cores. As
+the command does, the simulation is compared with the median of three real
+runs (the real deployment's routing is not deterministic; README, "Where
+they differ"), and every check must pass.
 
 Negative control: the same comparison with the simulated side's numbers
 moved just past each tolerance (or a rank missing a gather) must fail.
@@ -44,15 +42,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.timeout(900)
 def test_sim_agrees_with_real_deployment(tmp_path: Path) -> None:
     case = Case("azure", 2, AZURE_SLICE, duration=60.0)
-    checks = run_case(case, REPO_ROOT, tmp_path, modes="on")
-    table = "\n" + format_checks(checks)
-    frozen = [c for c in checks if c.what.startswith("steps frozen")]
-    assert all(c.ok for c in checks if c not in frozen), table
-    if not all(c.ok for c in frozen):
-        # Known gap (README, "The replay at fleet scale"): on this shared
-        # machine the real deployment's frozen share ran 3-7 points above the
-        # simulation's in every measured case; everything else agrees.
-        pytest.xfail(f"frozen share outside ±3 points:{table}")
+    checks = run_case(case, REPO_ROOT, tmp_path, modes="on", real_repeats=3)
+    assert all(c.ok for c in checks), "\n" + format_checks(checks)
 
 
 def _metrics(tmp_path: Path) -> object:
@@ -90,3 +81,27 @@ def test_negative_control_each_tolerance_can_fail(tmp_path: Path) -> None:
     for name, sim in bad.items():
         failed = [c.what for c in compare_runs("x", "on", True, m, sim) if not c.ok]
         assert len(failed) == 1, (name, failed)
+
+
+def test_real_side_is_the_median_of_its_runs(tmp_path: Path) -> None:
+    m = _metrics(tmp_path)
+    assert m.frozen_share is not None
+
+    def real(*frozen: float) -> list:
+        return [dataclasses.replace(m, frozen_share=f) for f in frozen]
+
+    base = m.frozen_share
+    off = FROZEN_POINTS + 0.01
+    # One outlying real run: the median still agrees with the simulation...
+    ok = compare_runs("x", "on", True, real(base + off, base, base - 0.001), m)
+    assert all(c.ok for c in ok), format_checks(ok)
+    # ...but not when most runs disagree (nor when the outlier is compared
+    # alone: the known-bad "first run only" variant).
+    for runs in (real(base + off, base + off, base), real(base + off)):
+        failed = [c.what for c in compare_runs("x", "on", True, runs, m) if not c.ok]
+        assert failed == [f"steps frozen (±{100 * FROZEN_POINTS:g} pts)"], failed
+    # Completion and gathers hold on every run, not on the median.
+    short = [m, dataclasses.replace(m, completed=m.completed - 1), m]
+    assert not compare_runs("x", "on", True, short, m)[0].ok
+    lost = [m, m, dataclasses.replace(m, gathers_per_rank=(1, 0))]
+    assert not compare_runs("x", "on", True, lost, m)[-1].ok

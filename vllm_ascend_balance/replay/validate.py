@@ -3,29 +3,41 @@
 deployment, on the same inputs.
 
 For each case (a workload at a DP size, balance off and on) the workload runs
-once on the real ``AsyncLLM`` deployment (``--engine asyncllm``) and once on
-the simulated engine (``--engine sim``), and the two runs' metrics (the
-replay's own, :func:`~.metrics.run_metrics`) must agree:
+``real_repeats`` times on the real ``AsyncLLM`` deployment (``--engine
+asyncllm``) and once on the simulated engine (``--engine sim``, deterministic),
+and the simulation's metrics (the replay's own, :func:`~.metrics.run_metrics`)
+must agree with the median of the real runs:
 
-- every request completes on both;
+- every request completes on every run;
 - frozen share of steps within :data:`FROZEN_POINTS` points;
 - share of steps whose slowest rank mixes prefill and decode within
   :data:`MIXED_POINTS` points;
-- TPOT p50 and p99 within :data:`TPOT_RELATIVE` (relative to the real run);
+- TPOT p50 and p99 within :data:`TPOT_RELATIVE` (relative to the real median);
 - one balance gather per step on every rank with balance on (the same count
-  on every rank, ``gathers/step == 1``), none with balance off, on both.
+  on every rank, ``gathers/step == 1``), none with balance off, on every run.
+
+Why a median of several real runs: the real deployment is not deterministic.
+Its DP load balancer routes on engine stats that the DP coordinator publishes
+on the wall clock (every 100 ms), so which request lands on which rank, and
+when, changes from run to run; with balance on, a single run's frozen share
+moved by up to 4 points between identical runs on an idle machine (README).
+One real run is then a noisy estimate of what the real engine does; the real
+runs' range is printed next to the median so the noise is visible.
 
 The full matrix (:data:`CASES`: the built-in mix and the committed Azure
-slice, DP 2 and 4) takes about 10 minutes on 2 cores, almost all of it the
-real deployment. Exit status 0 when every check passes, 1 otherwise.
+slice, DP 2 and 4) takes about 25 minutes on 2 cores with 3 real runs per
+mode, almost all of it the real deployment. Exit status 0 when every check
+passes, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +55,8 @@ FROZEN_POINTS = 0.03
 MIXED_POINTS = 0.02
 TPOT_RELATIVE = 0.10
 AZURE_SLICE = "tests/data/azure_llm_inference_2023_conv_first300.csv"
+#: Real-deployment runs per case and mode (the median is compared).
+REAL_REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -99,10 +113,42 @@ def _gathers_ok(m: RunMetrics, balance: bool) -> bool:
     return len(set(m.gathers_per_rank)) == 1 and m.gathers_per_step == 1.0
 
 
+def _median(
+    runs: Sequence[RunMetrics], value: Callable[[RunMetrics], float | None]
+) -> float | None:
+    values = [v for v in map(value, runs) if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _shown(
+    runs: Sequence[RunMetrics],
+    value: Callable[[RunMetrics], float | None],
+    fmt: Callable[[float | None], str],
+) -> str:
+    """The real side of a check: the median, and the runs' range when there
+    is more than one run (their noise)."""
+    median = fmt(_median(runs, value))
+    values = [v for v in map(value, runs) if v is not None]
+    if len(runs) < 2 or not values:
+        return median
+    return f"{median} [{fmt(min(values))}..{fmt(max(values))}]"
+
+
 def compare_runs(
-    case: str, mode: str, balance: bool, real: RunMetrics, sim: RunMetrics
+    case: str,
+    mode: str,
+    balance: bool,
+    real: RunMetrics | Sequence[RunMetrics],
+    sim: RunMetrics,
 ) -> list[Check]:
-    """The checks of one case and mode (see the module docstring)."""
+    """The checks of one case and mode (see the module docstring).
+
+    Args:
+        real: the real deployment's run(s); quantities are compared at their
+            median over the runs, completion and gathers on every run.
+        sim: the simulated engine's run.
+    """
+    runs = [real] if isinstance(real, RunMetrics) else list(real)
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}%"
@@ -116,54 +162,70 @@ def compare_runs(
     def abs_ok(a: float | None, b: float | None, tol: float) -> bool:
         return abs((a or 0.0) - (b or 0.0)) <= tol
 
+    def frozen(m: RunMetrics) -> float | None:
+        return m.frozen_share
+
+    def mixed(m: RunMetrics) -> float | None:
+        return m.mixed_share
+
+    def tpot50(m: RunMetrics) -> float | None:
+        return m.tpot_p50_ms
+
+    def tpot99(m: RunMetrics) -> float | None:
+        return m.tpot_p99_ms
+
+    completed = {f"{m.completed}/{m.requests}" for m in runs}
     out = [
         Check(
             case,
             mode,
-            "completed",
-            f"{real.completed}/{real.requests}",
+            "completed" + (f" ({len(runs)} real runs)" if len(runs) > 1 else ""),
+            " ".join(sorted(completed)),
             f"{sim.completed}/{sim.requests}",
-            real.completed == real.requests and sim.completed == sim.requests,
+            all(m.completed == m.requests for m in runs)
+            and sim.completed == sim.requests,
         ),
         Check(
             case,
             mode,
             f"steps frozen (±{100 * FROZEN_POINTS:g} pts)",
-            pct(real.frozen_share),
+            _shown(runs, frozen, pct),
             pct(sim.frozen_share),
-            abs_ok(real.frozen_share, sim.frozen_share, FROZEN_POINTS),
+            abs_ok(_median(runs, frozen), sim.frozen_share, FROZEN_POINTS),
         ),
         Check(
             case,
             mode,
             f"slowest rank mixed P+D (±{100 * MIXED_POINTS:g} pts)",
-            pct(real.mixed_share),
+            _shown(runs, mixed, pct),
             pct(sim.mixed_share),
-            abs_ok(real.mixed_share, sim.mixed_share, MIXED_POINTS),
+            abs_ok(_median(runs, mixed), sim.mixed_share, MIXED_POINTS),
         ),
     ]
-    for label, a, b in (
-        ("TPOT p50 ms", real.tpot_p50_ms, sim.tpot_p50_ms),
-        ("TPOT p99 ms", real.tpot_p99_ms, sim.tpot_p99_ms),
+    for label, value, b in (
+        ("TPOT p50 ms", tpot50, sim.tpot_p50_ms),
+        ("TPOT p99 ms", tpot99, sim.tpot_p99_ms),
     ):
         out.append(
             Check(
                 case,
                 mode,
                 f"{label} (±{100 * TPOT_RELATIVE:g}%)",
-                ms(a),
+                _shown(runs, value, ms),
                 ms(b),
-                rel_ok(a, b),
+                rel_ok(_median(runs, value), b),
             )
         )
+    first = runs[0]
     out.append(
         Check(
             case,
             mode,
             "gathers/step, per rank" + (" (1, equal)" if balance else " (none)"),
-            f"{real.gathers_per_step or 0:.2f} {list(real.gathers_per_rank)}",
+            f"{first.gathers_per_step or 0:.2f} {list(first.gathers_per_rank)}"
+            + (" (run 1)" if len(runs) > 1 else ""),
             f"{sim.gathers_per_step or 0:.2f} {list(sim.gathers_per_rank)}",
-            _gathers_ok(real, balance) and _gathers_ok(sim, balance),
+            all(_gathers_ok(m, balance) for m in runs) and _gathers_ok(sim, balance),
         )
     )
     return out
@@ -177,11 +239,17 @@ def run_case(
     warmup: int = 2,
     time_scale: float = 0.5,
     routing: str = "vllm",
+    real_repeats: int = REAL_REPEATS,
 ) -> list[Check]:
     """Run ``case`` on both engines, every mode of ``modes``; its checks.
-    ``time_scale`` paces the real deployment (wall s per modeled s);
-    ``routing`` is ``--routing`` for both engines (``round-robin`` takes the
-    balancer's wall-clock stats timing out of the comparison, README)."""
+
+    Args:
+        time_scale: paces the real deployment (wall s per modeled s).
+        routing: ``--routing`` for both engines (``round-robin`` takes the
+            balancer's wall-clock stats timing out of the comparison, README).
+        real_repeats: real-deployment runs per mode, in ABBA order (the
+            simulation is deterministic: one run per mode).
+    """
     base = ReplayOptions(
         mode=modes,
         repeat=1,
@@ -191,39 +259,44 @@ def run_case(
         routing=routing,
     )
     workload = case.workload(root, base.max_model_len)
-    metrics: dict[str, dict[str, RunMetrics]] = {}
+    real: dict[str, list[RunMetrics]] = {}
+    sim: dict[str, RunMetrics] = {}
     failures: list[Check] = []
-    for engine_name in ("asyncllm", "sim"):
+    name = f"{case.name} DP {case.dp}"
+    plan = [("sim", 0, m) for m in base.modes()]
+    for repeat in range(real_repeats):
+        order = base.modes() if repeat % 2 == 0 else base.modes()[::-1]
+        plan += [("asyncllm", repeat, m) for m in order]
+    for engine_name, repeat, mode in plan:
         options = dataclasses.replace(
             base, engine=engine_name, run_dir=str(work / f"{case.name}-{case.dp}")
         )
-        engine = load_engine(engine_name)
-        for mode in options.modes():
-            records = engine.run(workload, mode, options, 0)
-            if records.status is not RunStatus.OK:
-                failures.append(
-                    Check(
-                        f"{case.name} DP {case.dp}",
-                        mode.label,
-                        f"{engine_name} run status",
-                        records.status.value if engine_name == "asyncllm" else "",
-                        records.status.value if engine_name == "sim" else "",
-                        False,
-                    )
+        records = load_engine(engine_name).run(workload, mode, options, repeat)
+        if records.status is not RunStatus.OK:
+            failures.append(
+                Check(
+                    name,
+                    mode.label,
+                    f"{engine_name} run {repeat + 1} status",
+                    records.status.value if engine_name == "asyncllm" else "",
+                    records.status.value if engine_name == "sim" else "",
+                    False,
                 )
-                logger.warning("%s run failed: %s", engine_name, records.cause)
-            metrics.setdefault(mode.label, {})[engine_name] = run_metrics(
-                records, options.starvation_steps
             )
+            logger.warning("%s run failed: %s", engine_name, records.cause)
+        metrics = run_metrics(records, options.starvation_steps)
+        if engine_name == "sim":
+            sim[mode.label] = metrics
+        else:
+            real.setdefault(mode.label, []).append(metrics)
     checks: list[Check] = list(failures)
     for mode in base.modes():
-        by_engine = metrics[mode.label]
         checks += compare_runs(
-            f"{case.name} DP {case.dp} ({len(workload.requests)} req)",
+            f"{name} ({len(workload.requests)} req)",
             mode.label,
             mode.balance,
-            by_engine["asyncllm"],
-            by_engine["sim"],
+            real[mode.label],
+            sim[mode.label],
         )
     return checks
 
@@ -250,6 +323,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only this case (repeatable); default: all",
     )
     parser.add_argument(
+        "--real-repeats",
+        type=int,
+        default=REAL_REPEATS,
+        metavar="R",
+        help="real-deployment runs per mode; their median is compared "
+        f"(default {REAL_REPEATS})",
+    )
+    parser.add_argument(
         "--root",
         default=".",
         help="the checkout holding tests/data/ (the Azure slice)",
@@ -265,6 +346,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.real_repeats < 1:
+        print(
+            f"validate-sim: error: --real-repeats must be at least 1 "
+            f"(got {args.real_repeats})",
+            file=sys.stderr,
+        )
+        return 2
     cases = [c for c in CASES if not args.case or f"{c.name}-{c.dp}" in args.case]
     checks: list[Check] = []
     with (
@@ -273,7 +361,7 @@ def run(args: argparse.Namespace) -> int:
     ):
         for case in cases:
             print(f"validate-sim: {case.name} DP {case.dp} ...", file=sys.stderr)
-            found = run_case(case, root, Path(tmp))
+            found = run_case(case, root, Path(tmp), real_repeats=args.real_repeats)
             print(format_checks(found), file=sys.stderr)  # as each case ends
             checks += found
     print(format_checks(checks))
