@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The distributions users install: built from a copy of this checkout,
-checked as the release workflow checks them, and the wheel (not the
-checkout) installed into a fresh venv next to the lane's patched vLLM.
+"""The distributions users install: built and checked by
+``scripts/release-check``, the script the release workflow's build job runs
+(tag vs ``__version__``, CHANGELOG section, ``twine check --strict``,
+``check-wheel-contents``, sdist contents), and the wheel it leaves in its dist
+dir, the one that job would publish, installed into a fresh venv next to the
+lane's patched vLLM.
 
 The fresh venv sees the lane's vLLM through a ``.pth`` line naming the lane
 venv's site-packages: its own site-packages comes first on ``sys.path``, so
@@ -21,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tarfile
 import zipfile
 from pathlib import Path
 
@@ -37,35 +39,8 @@ pytestmark = [
     ),
 ]
 
-BIN = Path(sys.executable).parent
 PACKAGE = "vllm_ascend_balance"
-#: Copied to the build tree: everything but caches and build output, so the
-#: sdist's contents are decided by MANIFEST.in, not by what lies around.
-IGNORED = shutil.ignore_patterns(
-    ".git",
-    "__pycache__",
-    "*.egg-info",
-    ".pytest_cache",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".hypothesis",
-    "build",
-    "dist",
-    "out",
-)
-#: The sdist holds the package and what PyPI shows, nothing of the repository's
-#: test/benchmark/patch machinery (those need a checkout and a lane venv).
-SDIST_TOP_LEVEL = {
-    "CHANGELOG.md",
-    "LICENSE",
-    "MANIFEST.in",
-    "PKG-INFO",
-    "README.md",
-    "pyproject.toml",
-    "setup.cfg",
-    PACKAGE,
-    f"{PACKAGE}.egg-info",
-}
+RELEASE_CHECK = Path("scripts") / "release-check"
 LOAD_PLUGINS = """
 import json, sys
 import vllm
@@ -96,6 +71,24 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     return result
 
 
+def _release_check(
+    *args: str, root: Path = REPO_ROOT
+) -> subprocess.CompletedProcess[str]:
+    """``scripts/release-check`` of the tree at ``root``, with the lane venv's
+    packaging tools (the pins the workflow installs). ``--no-isolation``: the
+    lane venv's setuptools instead of downloading the build requirements
+    again. Not asserted: the negative controls expect it to fail."""
+    cmd = [str(root / RELEASE_CHECK), "--python", sys.executable, "--no-isolation"]
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    return subprocess.run(
+        [*cmd, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,  # hang guard only
+        env=env,
+    )
+
+
 def _checkout_version() -> str:
     tree = ast.parse((REPO_ROOT / PACKAGE / "__init__.py").read_text())
     for node in tree.body:
@@ -108,25 +101,13 @@ def _checkout_version() -> str:
 
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """sdist and wheel, built like the release workflow (``python -m build``:
-    the wheel is built from the sdist, so a wheel here proves the sdist holds
-    what a source install needs). ``--no-isolation`` uses the lane venv's
-    setuptools instead of downloading the build requirements again."""
+    """sdist and wheel from ``scripts/release-check --dist``: the one build of
+    the module, passing every check the release job makes."""
     root = tmp_path_factory.mktemp("packaging")
-    src = root / "src"
-    shutil.copytree(REPO_ROOT, src, ignore=IGNORED)
     out = root / "dist"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "build",
-            "--no-isolation",
-            "--outdir",
-            str(out),
-            str(src),
-        ]
-    )
+    result = _release_check("--dist", str(out))
+    assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
+    assert f"release-check: v{_checkout_version()} ok:" in result.stdout, result.stdout
     (sdist,) = out.glob("*.tar.gz")
     (wheel,) = out.glob("*.whl")
     return {"sdist": sdist, "wheel": wheel, "root": root}
@@ -159,22 +140,6 @@ def test_version_has_one_source(dists: dict[str, Path]) -> None:
     assert dists["sdist"].name == f"{PACKAGE}-{version}.tar.gz"
     pyproject = (REPO_ROOT / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject
-    assert f"## [{version}]" in (REPO_ROOT / "CHANGELOG.md").read_text()
-
-
-def test_distributions_pass_twine_and_check_wheel_contents(
-    dists: dict[str, Path],
-) -> None:
-    _run(
-        [
-            str(BIN / "twine"),
-            "check",
-            "--strict",
-            str(dists["sdist"]),
-            str(dists["wheel"]),
-        ]
-    )
-    _run([str(BIN / "check-wheel-contents"), str(dists["wheel"])])
 
 
 def test_wheel_metadata_does_not_depend_on_vllm(dists: dict[str, Path]) -> None:
@@ -198,21 +163,77 @@ def test_wheel_metadata_does_not_depend_on_vllm(dists: dict[str, Path]) -> None:
     assert "vllm-ascend-balance = vllm_ascend_balance.cli:main" in entry_points
 
 
-def test_sdist_holds_the_package_and_not_the_repository_machinery(
-    dists: dict[str, Path],
-) -> None:
-    with tarfile.open(dists["sdist"]) as tar:
-        names = [m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name]
-    top = {name.split("/", 1)[0] for name in names}
-    assert top == SDIST_TOP_LEVEL, sorted(top ^ SDIST_TOP_LEVEL)
-    modules = {
-        str(path.relative_to(REPO_ROOT))
-        for path in (REPO_ROOT / PACKAGE).rglob("*.py")
-        if "__pycache__" not in path.parts
-    }
-    assert modules <= set(names), sorted(modules - set(names))
-    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
-    assert not [n for n in names if n.endswith((".csv", ".jsonl", ".patch"))]
+def test_release_check_refuses_a_tag_that_is_not_the_version(tmp_path: Path) -> None:
+    """Negative control: a tag naming another version fails with the fix, and
+    before building (nothing in the dist dir)."""
+    version = _checkout_version()
+    out = tmp_path / "dist"
+    result = _release_check("--dist", str(out), f"v{version}.post999")
+    assert result.returncode != 0, result.stdout
+    assert result.stderr.splitlines()[-1] == (
+        f"release-check: tag v{version}.post999 does not match __version__ "
+        f"{version} in {PACKAGE}/__init__.py: bump __version__ or retag"
+    ), result.stderr
+    assert not out.exists()
+
+
+def test_release_check_refuses_a_changelog_without_the_version(tmp_path: Path) -> None:
+    """Negative control: a tree whose CHANGELOG.md has no ``## [version]``
+    section fails with the fix. The same tree with the real CHANGELOG gets
+    past that check (it stops later, at "not a git checkout": the copy is no
+    clone), so the missing section is what fails the first run."""
+    version = _checkout_version()
+    tree = tmp_path / "tree"
+    for rel in (RELEASE_CHECK, Path(PACKAGE) / "__init__.py", Path("CHANGELOG.md")):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / rel, tree / rel)
+    changelog = tree / "CHANGELOG.md"
+    original = changelog.read_text()
+    assert f"\n## [{version}]" in original
+    changelog.write_text(
+        "".join(
+            line
+            for line in original.splitlines(keepends=True)
+            if not line.startswith(f"## [{version}]")
+        )
+    )
+    result = _release_check(root=tree)
+    assert result.returncode != 0, result.stdout
+    assert result.stderr.splitlines()[-1].startswith(
+        f"release-check: CHANGELOG.md has no '## [{version}]' section: add one"
+    ), result.stderr
+
+    changelog.write_text(original)
+    result = _release_check(root=tree)
+    assert result.returncode != 0, result.stdout
+    assert "CHANGELOG" not in result.stderr, result.stderr
+    assert "is not a git checkout" in result.stderr.splitlines()[-1], result.stderr
+
+
+def test_release_check_refuses_test_data_in_the_sdist(tmp_path: Path) -> None:
+    """Negative control for the sdist-contents check (the one extra build of
+    the module, ~2 s): a clone whose MANIFEST.in grafts the tests' trace data
+    into the sdist is refused, naming the entries and MANIFEST.in."""
+    tree = tmp_path / "tree"
+    files = _run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+    ).stdout.split("\0")
+    for rel in filter(None, files):
+        if (REPO_ROOT / rel).exists():
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / rel, tree / rel)
+    _run(["git", "init", "-q", str(tree)])
+    manifest = tree / "MANIFEST.in"
+    manifest.write_text(manifest.read_text() + "graft tests/data\n")
+    result = _release_check(root=tree)
+    assert result.returncode != 0, result.stdout
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(
+        f"release-check: sdist {PACKAGE}-{_checkout_version()}.tar.gz: "
+        "unexpected top-level entries ['tests']: prune them in MANIFEST.in; "
+        "caches or test/trace data ["
+    ), result.stderr
 
 
 def test_vllm_plugin_loading_registers_the_installed_wheel(fresh_venv: Path) -> None:
