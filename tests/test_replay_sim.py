@@ -230,3 +230,30 @@ def test_scale_benchmark_smoke(tmp_path: Any, capsys: pytest.CaptureFixture) -> 
     assert [r["dp"] for r in rows] == [2, 4]
     assert all(r["completed"] == r["requests"] == 60 for r in rows)
     assert all(r["rank_steps"] == r["steps"] * r["dp"] for r in rows)
+
+
+def test_fleet_sweep_smoke(tmp_path: Any, capsys: pytest.CaptureFixture) -> None:
+    """``benchmarks/sweep_fleet_dp.py`` on one tiny row (DP 2, 15 modeled s
+    of arrivals: 13 requests): both modes complete the same requests, the
+    table and the JSON are written (no number is asserted)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks/sweep_fleet_dp.py"
+    spec = importlib.util.spec_from_file_location("sweep_fleet_dp", path)
+    assert spec is not None and spec.loader is not None
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    out, md = tmp_path / "fleet.json", tmp_path / "fleet.md"
+    argv = ["--dp", "2", "--window", "15", "--json", str(out), "--markdown", str(md)]
+    assert sweep.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "| 2 |" in captured.out and md.read_text() in captured.out
+    assert "DP 2 balance on:" in captured.err
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["dp"] == 2 and row["window_s"] == 15
+    # --rate-scale 2/3 and --duration 15 * 2/3 s of the trace.
+    assert "--rate-scale 0.666667 --duration 10" in row["command"]
+    assert set(row["runs"]) == {"off", "on"}
+    assert all(r["completed"] == row["requests"] > 0 for r in row["runs"].values())
