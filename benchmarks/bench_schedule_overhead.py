@@ -359,12 +359,12 @@ def count_worker(spec_path: Path) -> int:
     its own per side, warms up on that class only (``class_warmup``
     one-request cycles, then ``schedule()`` on ``warmup`` of the
     schedulers: CPython's specializing interpreter settles), then forks a
-    child that calls
-    ``schedule()`` on ``calls`` fresh ones and another on ``2 * calls``. A
-    forked child stays under valgrind and writes its own count at exit
-    (``cachegrind.out.<pid>``); both children share everything before the
-    fork, so the difference of their counts is ``calls`` calls of
-    ``schedule()`` and nothing else. Writes ``{pid: what it counted}`` to the
+    child that calls ``schedule()`` on ``calls`` fresh ones and another on
+    ``2 * calls``, ``repeats`` times over. A forked child stays under
+    valgrind and writes its own count at exit (``cachegrind.out.<pid>``);
+    all children share everything before the fork, so the difference of
+    their counts is ``calls`` calls of ``schedule()`` and nothing else.
+    Writes what each pid counted to the
     manifest the spec names.
     """
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
@@ -398,6 +398,7 @@ def count_worker(spec_path: Path) -> int:
                     _count_side(
                         cls, dp_size, waiting, calls_for[waiting], warmup,
                         int(spec["class_warmup"]), manifest, pair, side,
+                        int(spec["repeats"]),
                     )  # fmt: skip
                     os._exit(0)
                 _, status = os.waitpid(pid, 0)
@@ -416,10 +417,12 @@ def _count_side(
     manifest: Path,
     pair: str,
     side: str,
+    repeats: int,
 ) -> None:
     """One side of one row, in a process of its own (see ``count_worker``):
-    warm up on this class only, then fork the K- and 2K-call children and
-    append them to the manifest (one JSON object per line)."""
+    warm up on this class only, then fork ``repeats`` pairs of K- and
+    2K-call children and append them to the manifest (one JSON object per
+    line)."""
     sched = _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
     for i in range(class_warmup):
         # Quickening and instruction specialization settle over tens of
@@ -439,18 +442,22 @@ def _count_side(
     for sched in scheds[:warmup]:
         sched.schedule()
     counted = scheds[warmup:]
-    for n in (calls, 2 * calls):
-        pid = os.fork()
-        if pid == 0:
-            for sched in counted[:n]:
-                sched.schedule()
-            os._exit(0)  # no atexit work inside the count
-        _, status = os.waitpid(pid, 0)
-        if status != 0:
-            raise SystemExit(f"error: counting child {pid}: {status}")
-        entry = {"pid": pid, "pair": pair, "waiting": waiting, "side": side}
-        with manifest.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(entry | {"calls": n}) + "\n")
+    entries = []
+    for repeat in range(repeats):
+        for n in (calls, 2 * calls):
+            pid = os.fork()
+            if pid == 0:
+                for sched in counted[:n]:
+                    sched.schedule()
+                os._exit(0)  # no atexit work inside the count
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                raise SystemExit(f"error: counting child {pid}: {status}")
+            entry = {"pid": pid, "pair": pair, "waiting": waiting, "side": side}
+            entries.append(entry | {"calls": n, "repeat": repeat})
+    # Written once all children ran: every child forks from the same state.
+    with manifest.open("a", encoding="utf-8") as out:
+        out.writelines(json.dumps(entry) + "\n" for entry in entries)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -481,6 +488,13 @@ def main(argv: list[str] | None = None) -> int:
         help="--count instructions: independent valgrind runs, shown side by side",
     )
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="--count instructions: forks of each K- and 2K-call child per run "
+        "(their median is used)",
+    )
+    parser.add_argument(
         "--json", type=Path, metavar="PATH", help="also write the tables as JSON"
     )
     parser.add_argument(
@@ -491,6 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--count-worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for name in ("runs", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1")
     logging.disable(logging.WARNING)  # vLLM's CPU-platform notices
     if args.count_worker:
         return count_worker(args.count_worker)
@@ -560,6 +577,7 @@ def _count_instructions(args: argparse.Namespace, argv: list[str] | None) -> int
         # the allocator's occasional slow paths over more calls.
         calls={1: 4, 10: 4} if args.quick else {1: 16, 10: 16, 100: 8, 1000: 2},
         warmup=2,
+        repeats=args.repeats,
         goal=GOAL,
         seam_calls=seam_calls,
         header=(

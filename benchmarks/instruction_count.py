@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +51,13 @@ def find_valgrind() -> str | None:
     return shutil.which("valgrind")
 
 
+def _no_aslr() -> list[str]:
+    """``setarch <arch> -R``, where it exists: the same addresses in every
+    run, so id-based hashing and the allocator take the same paths."""
+    setarch = shutil.which("setarch")
+    return [setarch, platform.machine(), "-R"] if setarch else []
+
+
 def _total_ir(path: Path) -> int:
     """The ``summary:`` total of a cachegrind output file (event ``Ir``)."""
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -65,8 +74,11 @@ def count_once(
     queues: list[int],
     calls: dict[int, int],
     warmup: int,
-) -> dict[tuple[str, int, str], float]:
-    """One valgrind run: instructions per call for every (pair, queue, side)."""
+    repeats: int,
+) -> tuple[dict[tuple[str, int, str], float], dict[tuple[str, int, str], Any]]:
+    """One valgrind run: instructions per call for every (pair, queue, side),
+    ``(median Ir(2K calls) - median Ir(K calls)) / K`` over ``repeats``
+    forks of each; also every child's total (``{calls: [Ir, ...]}``)."""
     with tempfile.TemporaryDirectory(prefix="vab-cachegrind-") as tmp:
         work = Path(tmp)
         spec = work / "spec.json"
@@ -79,6 +91,7 @@ def count_once(
                     "calls": {str(w): k for w, k in calls.items()},
                     "warmup": warmup,
                     "class_warmup": CLASS_WARMUP,
+                    "repeats": repeats,
                     "manifest": str(manifest),
                 }
             ),
@@ -86,6 +99,7 @@ def count_once(
         )
         log = work / "worker.log"
         cmd = [
+            *_no_aslr(),
             valgrind,
             "--tool=cachegrind",
             "--cache-sim=no",
@@ -107,17 +121,18 @@ def count_once(
             raise SystemExit(
                 f"error: the valgrind run exited {proc.returncode}:\n{tail}"
             )
-        totals: dict[tuple[str, int, str], dict[int, int]] = {}
+        totals: dict[tuple[str, int, str], dict[int, list[int]]] = {}
         entries = manifest.read_text(encoding="utf-8").splitlines()
         for entry in map(json.loads, entries):
             key = (entry["pair"], int(entry["waiting"]), entry["side"])
             ir = _total_ir(work / f"cachegrind.out.{entry['pid']}")
-            totals.setdefault(key, {})[int(entry["calls"])] = ir
+            totals.setdefault(key, {}).setdefault(int(entry["calls"]), []).append(ir)
     per_call = {}
     for key, by_n in totals.items():
         k = calls[key[1]]
-        per_call[key] = (by_n[2 * k] - by_n[k]) / k
-    return per_call
+        median = {n: statistics.median(irs) for n, irs in by_n.items()}
+        per_call[key] = (median[2 * k] - median[k]) / k
+    return per_call, totals
 
 
 def run(
@@ -129,6 +144,7 @@ def run(
     runs: int,
     calls: dict[int, int],
     warmup: int,
+    repeats: int,
     goal: float,
     seam_calls: dict[int, int],
     header: str,
@@ -140,23 +156,26 @@ def run(
     difference between runs of one side's count.
     """
     results = []
+    raw = []
     for index in range(runs):
         print(f"valgrind run {index + 1}/{runs} ...", file=sys.stderr, flush=True)
-        results.append(
-            count_once(
-                valgrind,
-                script,
-                pairs=pairs,
-                queues=queues,
-                calls=calls,
-                warmup=warmup,
-            )
+        per_call, totals = count_once(
+            valgrind,
+            script,
+            pairs=pairs,
+            queues=queues,
+            calls=calls,
+            warmup=warmup,
+            repeats=repeats,
         )
+        results.append(per_call)
+        raw.append(totals)
     run_cols = " ".join(f"{f'run {i + 1}':>11}" for i in range(runs))
     ratio_cols = " ".join(f"{f'ratio {i + 1}':>8}" for i in range(runs))
     lines = [
         header,
-        "per call = (Ir(2K calls) - Ir(K calls)) / K, K = "
+        f"per call = (median Ir(2K calls) - median Ir(K calls)) / K over {repeats} "
+        "forks each, K = "
         + ", ".join(f"{k} ({w} waiting)" for w, k in calls.items())
         + f"; each side in its own process, warmed up by {CLASS_WARMUP} "
         f"one-request cycles and {warmup} calls at the row's size; "
@@ -175,6 +194,10 @@ def run(
         for waiting in queues:
             counts = {
                 side: [r[(pair, waiting, side)] for r in results]
+                for side in (base, measured)
+            }
+            child_totals = {
+                side: [r[(pair, waiting, side)] for r in raw]
                 for side in (base, measured)
             }
             ratios = [
@@ -206,6 +229,7 @@ def run(
                     "baseline": base,
                     "measured": measured,
                     "instructions_per_call": counts,
+                    "child_totals_per_run": child_totals,
                     "ratio": ratios,
                     "spread": spread,
                     "verdict": verdict,
@@ -222,6 +246,7 @@ def run(
         "runs": runs,
         "calls": {str(w): k for w, k in calls.items()},
         "warmup": warmup,
+        "repeats": repeats,
         "class_warmup": CLASS_WARMUP,
         "rows": rows,
         "largest_spread": worst_spread,
