@@ -96,6 +96,18 @@ def test_count_instructions_without_valgrind_says_so_in_one_line(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("flag", ["--runs", "--repeats"])
+def test_count_instructions_refuses_fewer_than_one_run_or_repeat(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import bench_schedule_overhead
+
+    with pytest.raises(SystemExit) as exit_info:
+        bench_schedule_overhead.main(["--count", "instructions", flag, "0"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"{flag} must be >= 1")
+
+
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
 def test_differencing_two_call_counts_gives_the_per_call_count() -> None:
     """The counting method on a small program: a loop of K and of 2K
