@@ -70,6 +70,12 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
         (["--mode", "on,sometimes"], "unknown mode 'sometimes'"),
         (["--mode", "interval:0"], "interval:N needs an integer N >= 1"),
         (["--mode", ","], "no mode given"),
+        (["--mode", "on,"], "an empty entry"),
+        (
+            ["--max-num-batched-tokens", "8", "--max-num-seqs", "16"],
+            "--max-num-batched-tokens \\(8\\) must be >= --max-num-seqs \\(16\\)",
+        ),
+        (["--dp", "1", "--mode", "off,on"], "--dp 1: balance .* use --dp 2"),
     ],
 )
 def test_out_of_range_values_are_one_line_errors(argv, words):

@@ -27,7 +27,7 @@ from vllm_ascend_balance.replay import options as replay_options
 from vllm_ascend_balance.replay.engine import RecordingError, load_engine
 from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr, work_dir
 from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.options import ReplayOptions, pacing
 from vllm_ascend_balance.replay.paths import check_outputs
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.workload import Workload, load_workload
@@ -83,7 +83,7 @@ def _run(options: ReplayOptions, workload: Workload) -> int:
         f"replay: {summary['requests']} requests from {summary['source']} over "
         f"{summary['span_s']:g} modeled s; DP {options.dp}, cap "
         f"{options.max_num_seqs}/rank, routing {options.routing}, modes "
-        f"{options.mode} x {options.repeat}, time scale {options.time_scale:g}",
+        f"{options.mode} x {options.repeat}, {pacing(options)}",
         file=sys.stderr,
     )
     if workload.clipped:

@@ -84,9 +84,13 @@ def parse_modes(text: str) -> list[Mode]:
         ModeError: an unknown or malformed mode, or an empty list.
     """
     text = SHORTHANDS.get(text.strip(), text)
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
+    names = [name.strip() for name in text.split(",")]
+    if not any(names):
         raise ModeError("--mode: no mode given (e.g. --mode off,on)")
+    if not all(names):
+        raise ModeError(
+            f"--mode {text!r}: an empty entry (a stray comma?), e.g. --mode off,on"
+        )
     modes: list[Mode] = []
     for name in names:
         mode = _one(name)

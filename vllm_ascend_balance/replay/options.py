@@ -158,11 +158,31 @@ class ReplayOptions:
 
     def __post_init__(self) -> None:
         check_bounds(self)
-        self.modes()  # a bad --mode is a one-line ValueError here
+        modes = self.modes()  # a bad --mode is a one-line ValueError here
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # vLLM's SchedulerConfig refuses this deep inside engine start-up.
+            raise ValueError(
+                f"--max-num-batched-tokens ({self.max_num_batched_tokens}) must "
+                f"be >= --max-num-seqs ({self.max_num_seqs}), as vLLM's "
+                "SchedulerConfig requires: raise the budget or lower the cap"
+            )
+        if self.dp == 1 and any(mode.balance for mode in modes):
+            raise ValueError(
+                "--dp 1: balance gathers over the DP group and cannot change "
+                "anything with one rank; use --dp 2 or more (or --mode off)"
+            )
 
     def modes(self) -> list[Mode]:
         """The parsed ``--mode`` list, baseline first."""
         return parse_modes(self.mode)
+
+
+def pacing(options: ReplayOptions) -> str:
+    """How the run is paced, for headers: the real engine's time scale, or
+    none (the simulated engine has no wall clock)."""
+    if options.engine == "sim":
+        return "modeled time only"
+    return f"time scale {options.time_scale:g}"
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -93,7 +93,13 @@ def format_table(
     return "\n".join(lines)
 
 
-def band_note(comparison: Comparison, repeat: int) -> str:
+def band_note(comparison: Comparison, repeat: int, *, deterministic: bool) -> str:
+    if deterministic:
+        return (
+            "simulated engine: deterministic (same input and options, same "
+            "numbers), so there is no run-to-run noise and every difference "
+            "is the model's; --repeat reuses the first run."
+        )
     if comparison.banded:
         return (
             f"±: half the range of the {repeat} runs of each mode (A/A noise; "

@@ -13,7 +13,7 @@ from vllm_ascend_balance.replay import report
 from vllm_ascend_balance.replay.compare import METRICS, compare, rank_metrics
 from vllm_ascend_balance.replay.heatmap import HEATMAP_MIN_DP, plot_heatmaps
 from vllm_ascend_balance.replay.metrics import RunMetrics, run_metrics
-from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.options import ReplayOptions, pacing
 from vllm_ascend_balance.replay.records import RunRecords
 from vllm_ascend_balance.replay.workload import Workload
 
@@ -45,8 +45,8 @@ def print_results(
     print()
     print(
         f"=== replay results: {len(workload.requests)} requests, {workload.source}, "
-        f"DP {options.dp}, cap {options.max_num_seqs}/rank, time scale "
-        f"{options.time_scale:g}, {options.repeat} run(s) per mode ==="
+        f"DP {options.dp}, cap {options.max_num_seqs}/rank, {pacing(options)}, "
+        f"{options.repeat} run(s) per mode ==="
     )
     if measured:
         completed = {
@@ -58,7 +58,8 @@ def print_results(
             for m in modes
         }
         print(report.format_table(comparison, specs, completed))
-        print(report.band_note(comparison, options.repeat))
+        deterministic = options.engine == "sim"
+        print(report.band_note(comparison, options.repeat, deterministic=deterministic))
     else:
         print("nothing was measured (interrupted)")
     for line in report.starvation_lines(by_mode) + report.status_lines(runs):

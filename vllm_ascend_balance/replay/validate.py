@@ -315,7 +315,16 @@ def format_checks(checks: list[Check]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = __doc__.split("\n\n")[1] if __doc__ else None
+    parser.description = (
+        "Run each case (a workload at a DP size, balance off and on) "
+        "--real-repeats times on the real AsyncLLM deployment and once on the "
+        "simulated engine (deterministic), and check that the simulation "
+        "agrees with the median of the real runs: every request completes, "
+        f"frozen share within {FROZEN_POINTS * 100:g} points, slowest-rank mixed "
+        f"prefill+decode share within {MIXED_POINTS * 100:g} points, TPOT p50/p99 "
+        f"within {TPOT_RELATIVE:.0%}, one gather per active step on every rank. "
+        "Exit 0 when every check passes, 1 otherwise."
+    )
     parser.add_argument(
         "--case",
         choices=sorted({f"{c.name}-{c.dp}" for c in CASES}),
