@@ -562,6 +562,31 @@ def test_max_frozen_steps_bad_value_is_a_one_line_error(value: Any) -> None:
         activation.plan_activation(cfg)
 
 
+@pytest.mark.parametrize(
+    ("section", "key", "meant"),
+    [
+        ("scheduler_config", "balance_max_frozen_stepz", "balance_max_frozen_steps"),
+        ("scheduler_config", "balance_max_frozen", "balance_max_frozen_steps"),
+        ("scheduler_config", "enable_balance_schedulling", "enable_balance_scheduling"),
+        (None, "enable_balance_schedulng", "enable_balance_scheduling"),
+    ],
+)
+def test_a_misspelled_key_is_refused_not_ignored(
+    section: str | None, key: str, meant: str
+) -> None:
+    """A typo in the bound's key would silently leave the gate unbounded."""
+    additional = _bounded(4)
+    (additional["scheduler_config"] if section else additional)[key] = 4
+    with pytest.raises(BalanceConfigError) as info:
+        read_balance_setting(vllm_config(additional))
+    assert_one_line_error(info.value, key, f"did you mean {meant}?")
+    # Keys that are not near a balance setting are other components' business.
+    additional = _bounded(4)
+    additional["scheduler_config"]["enable_chunked_prefill"] = True
+    additional["max_frozen_steps"] = 1
+    assert read_balance_setting(vllm_config(additional)).max_frozen_steps == 4
+
+
 def test_bounded_setting_composes_the_bound(recorder: list[dict[str, Any]]) -> None:
     activation.run_engine_core(
         vllm_config=vllm_config(_bounded(5)), dp_rank=0, local_dp_rank=0

@@ -26,6 +26,7 @@ The functions only read attributes of the ``VllmConfig`` they are given.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,8 @@ MAX_FROZEN_EXAMPLE = (
     'true, "balance_max_frozen_steps": 64}}\''
 )
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
+#: The keys this package reads under ``additional_config.scheduler_config``.
+KEYS = ("enable_balance_scheduling", "balance_max_frozen_steps")
 
 
 class BalanceConfigError(ValueError):
@@ -124,16 +127,35 @@ def _read_max_frozen_steps(sched: dict[str, Any]) -> int | None:
     return value
 
 
+def _refuse_misspelled_keys(
+    section: dict[str, Any], where: str, known: tuple[str, ...]
+) -> None:
+    """A key one typo away from a setting would silently leave it at its
+    default (for the bound: an unbounded gate), so it is refused."""
+    for key in section:
+        if key in known or not isinstance(key, str):
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        if close:
+            raise BalanceConfigError(
+                f"{where}.{key} is not a balance scheduling setting: did you mean "
+                f"{close[0]}? (e.g. {MAX_FROZEN_EXAMPLE})"
+            )
+
+
 def read_balance_setting(vllm_config: Any) -> BalanceSetting:
     """Return the requested setting of ``vllm_config`` (a ``VllmConfig``).
 
     Raises:
         BalanceConfigError: the value is not a boolean, ``scheduler_config`` in
             ``additional_config`` is not a mapping, the new and legacy keys
-            disagree, or :data:`MAX_FROZEN_SETTING` is not a positive integer.
+            disagree, :data:`MAX_FROZEN_SETTING` is not a positive integer, or
+            a key is one typo away from one of these settings.
     """
     additional = getattr(vllm_config, "additional_config", None) or {}
     sched = _scheduler_section(additional)
+    _refuse_misspelled_keys(sched, "additional_config.scheduler_config", KEYS)
+    _refuse_misspelled_keys(additional, "additional_config", KEYS[:1])
     max_frozen = _read_max_frozen_steps(sched)
     enabled, source = _read_enabled(additional, sched)
     return BalanceSetting(enabled, source, max_frozen)
