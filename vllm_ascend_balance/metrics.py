@@ -41,7 +41,7 @@ from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
 
-METRICS_DIR_ENV = "VLLM_ASCEND_BALANCE_METRICS_DIR"
+METRICS_DIR_ENV = "VAB_METRICS_DIR"
 PROMETHEUS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LABELS = ("model_name", "engine")
 
