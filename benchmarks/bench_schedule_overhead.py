@@ -345,6 +345,8 @@ def check_refactor_pair(original_cls: type) -> None:
 #: DP size of the gathered vector in the instruction count's balance rows:
 #: ``schedule()`` never reads the DP size (see the module docstring).
 COUNT_DP_SIZE = 8
+#: Calls (in units of K) of the four children of one ABBA block.
+ABBA_CALLS = (0, 1, 1, 0)
 #: KV blocks per scheduler in the instruction count: >= CAP one-block
 #: prompts, and small, since every counted call needs its own scheduler.
 COUNT_NUM_BLOCKS = 2048
@@ -353,19 +355,20 @@ COUNT_NUM_BLOCKS = 2048
 def count_worker(spec_path: Path) -> int:
     """The process valgrind runs for ``--count instructions``.
 
-    For each (pair, waiting queue, side) it builds ``warmup + 2 * calls``
-    schedulers holding identical waiting queues (same request ids, so the
-    dict and set work inside ``schedule()`` is the same), in a process of
-    its own per side, warms up on that class only (``class_warmup``
-    one-request cycles, then ``schedule()`` on ``warmup`` of the
-    schedulers: CPython's specializing interpreter settles), then forks a
-    child that calls ``schedule()`` on ``calls`` fresh ones and another on
-    ``2 * calls``, ``repeats`` times over. A forked child stays under
-    valgrind and writes its own count at exit (``cachegrind.out.<pid>``);
-    all children share everything before the fork, so the difference of
-    their counts is ``calls`` calls of ``schedule()`` and nothing else.
-    Writes what each pid counted to the
-    manifest the spec names.
+    For each (pair, waiting queue, side), in a process of its own per side,
+    it builds ``warmup + calls`` schedulers holding identical waiting queues
+    (same request ids, so the dict and set work inside ``schedule()`` is the
+    same), warms up on that class only (``class_warmup`` one-request cycles,
+    then ``schedule()`` on ``warmup`` of the schedulers: CPython's
+    specializing interpreter settles), then forks children in ABBA blocks
+    (``repeats`` of them): one that calls ``schedule()`` on no scheduler,
+    two that call it on the ``calls`` fresh ones, one on none again. A forked
+    child stays under valgrind and writes its own count at exit
+    (``cachegrind.out.<pid>``), which includes everything its parent ran
+    before the fork: the children differ by their ``schedule()`` calls and
+    by the parent's own work between forks, which grows by the same amount
+    per fork and so cancels in ``(B1 + B2) - (A0 + A3)``. Appends what each
+    pid counted to the manifest the spec names.
     """
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
     calls_for = {int(w): int(k) for w, k in spec["calls"].items()}
@@ -420,9 +423,9 @@ def _count_side(
     repeats: int,
 ) -> None:
     """One side of one row, in a process of its own (see ``count_worker``):
-    warm up on this class only, then fork ``repeats`` pairs of K- and
-    2K-call children and append them to the manifest (one JSON object per
-    line)."""
+    warm up on this class only, then fork ``repeats`` ABBA blocks of
+    children (0, K, K, 0 calls) and append them to the manifest (one JSON
+    object per line)."""
     sched = _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
     for i in range(class_warmup):
         # Quickening and instruction specialization settle over tens of
@@ -433,8 +436,7 @@ def _count_side(
         sched.finish_requests([request.request_id], RequestStatus.FINISHED_ABORTED)
         sched.schedule()
     scheds = [
-        _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS)
-        for _ in range(warmup + 2 * calls)
+        _build(cls, dp_size, num_blocks=COUNT_NUM_BLOCKS) for _ in range(warmup + calls)
     ]
     for sched in scheds:
         for i in range(waiting):
@@ -443,18 +445,20 @@ def _count_side(
         sched.schedule()
     counted = scheds[warmup:]
     entries = []
-    for repeat in range(repeats):
-        for n in (calls, 2 * calls):
+    for block in range(repeats):
+        for position, n in enumerate(ABBA_CALLS):
             pid = os.fork()
             if pid == 0:
-                for sched in counted[:n]:
+                for sched in counted[: n * calls]:
                     sched.schedule()
                 os._exit(0)  # no atexit work inside the count
             _, status = os.waitpid(pid, 0)
             if status != 0:
                 raise SystemExit(f"error: counting child {pid}: {status}")
             entry = {"pid": pid, "pair": pair, "waiting": waiting, "side": side}
-            entries.append(entry | {"calls": n, "repeat": repeat})
+            entries.append(
+                entry | {"calls": n * calls, "block": block, "position": position}
+            )
     # Written once all children ran: every child forks from the same state.
     with manifest.open("a", encoding="utf-8") as out:
         out.writelines(json.dumps(entry) + "\n" for entry in entries)
@@ -490,9 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats",
         type=int,
-        default=3,
-        help="--count instructions: forks of each K- and 2K-call child per run "
-        "(their median is used)",
+        default=1,
+        help="--count instructions: ABBA blocks of counted children per run "
+        "(the median of their per-call counts is used)",
     )
     parser.add_argument(
         "--json", type=Path, metavar="PATH", help="also write the tables as JSON"
@@ -573,11 +577,13 @@ def _count_instructions(args: argparse.Namespace, argv: list[str] | None) -> int
         pairs=pairs,
         queues=queues,
         runs=args.runs,
-        # More calls where a call is short: the difference then averages
-        # the allocator's occasional slow paths over more calls.
-        calls={1: 4, 10: 4} if args.quick else {1: 16, 10: 16, 100: 8, 1000: 2},
+        # More calls where a call is short: a one-off cost inside the counted
+        # calls (a dict resize, a new allocator arena) is then spread thin.
+        calls={1: 16, 10: 16} if args.quick else {1: 256, 10: 128, 100: 32, 1000: 8},
         warmup=2,
         repeats=args.repeats,
+        # Independent processes: one per core (valgrind runs one thread).
+        jobs=min(args.runs, os.cpu_count() or 1),
         goal=GOAL,
         seam_calls=seam_calls,
         header=(

@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,9 @@ def count_once(
     repeats: int,
 ) -> tuple[dict[tuple[str, int, str], float], dict[tuple[str, int, str], Any]]:
     """One valgrind run: instructions per call for every (pair, queue, side),
-    ``(median Ir(2K calls) - median Ir(K calls)) / K`` over ``repeats``
-    forks of each; also every child's total (``{calls: [Ir, ...]}``)."""
+    ``(Ir(B1) + Ir(B2) - Ir(A0) - Ir(A3)) / 2K`` for each ABBA block of
+    children (A: no call, B: K calls), median over ``repeats`` blocks; also
+    every child's total (``{block: [Ir A0, B1, B2, A3]}``)."""
     with tempfile.TemporaryDirectory(prefix="vab-cachegrind-") as tmp:
         work = Path(tmp)
         spec = work / "spec.json"
@@ -123,15 +125,17 @@ def count_once(
             )
         totals: dict[tuple[str, int, str], dict[int, list[int]]] = {}
         entries = manifest.read_text(encoding="utf-8").splitlines()
-        for entry in map(json.loads, entries):
+        for entry in sorted(map(json.loads, entries), key=lambda e: e["position"]):
             key = (entry["pair"], int(entry["waiting"]), entry["side"])
             ir = _total_ir(work / f"cachegrind.out.{entry['pid']}")
-            totals.setdefault(key, {}).setdefault(int(entry["calls"]), []).append(ir)
+            totals.setdefault(key, {}).setdefault(int(entry["block"]), []).append(ir)
     per_call = {}
-    for key, by_n in totals.items():
+    for key, blocks in totals.items():
         k = calls[key[1]]
-        median = {n: statistics.median(irs) for n, irs in by_n.items()}
-        per_call[key] = (median[2 * k] - median[k]) / k
+        # Children 0 and 3 ran no call, 1 and 2 ran K each: the parent's
+        # work between forks (linear in the fork's index) cancels.
+        per_block = [(b[1] + b[2] - b[0] - b[3]) / (2 * k) for b in blocks.values()]
+        per_call[key] = statistics.median(per_block)
     return per_call, totals
 
 
@@ -145,6 +149,7 @@ def run(
     calls: dict[int, int],
     warmup: int,
     repeats: int,
+    jobs: int,
     goal: float,
     seam_calls: dict[int, int],
     header: str,
@@ -155,27 +160,34 @@ def run(
     every run's ratio is within ``goal``; ``spread`` is the largest relative
     difference between runs of one side's count.
     """
-    results = []
-    raw = []
-    for index in range(runs):
-        print(f"valgrind run {index + 1}/{runs} ...", file=sys.stderr, flush=True)
-        per_call, totals = count_once(
-            valgrind,
-            script,
-            pairs=pairs,
-            queues=queues,
-            calls=calls,
-            warmup=warmup,
-            repeats=repeats,
+    print(
+        f"{runs} valgrind runs, {jobs} at a time (minutes each) ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        done = list(
+            pool.map(
+                lambda _: count_once(
+                    valgrind,
+                    script,
+                    pairs=pairs,
+                    queues=queues,
+                    calls=calls,
+                    warmup=warmup,
+                    repeats=repeats,
+                ),
+                range(runs),
+            )
         )
-        results.append(per_call)
-        raw.append(totals)
+    results = [per_call for per_call, _ in done]
+    raw = [totals for _, totals in done]
     run_cols = " ".join(f"{f'run {i + 1}':>11}" for i in range(runs))
     ratio_cols = " ".join(f"{f'ratio {i + 1}':>8}" for i in range(runs))
     lines = [
         header,
-        f"per call = (median Ir(2K calls) - median Ir(K calls)) / K over {repeats} "
-        "forks each, K = "
+        "per call = (Ir(B1) + Ir(B2) - Ir(A0) - Ir(A3)) / 2K, children forked "
+        f"in ABBA order (A: no call, B: K calls), median of {repeats} blocks, K = "
         + ", ".join(f"{k} ({w} waiting)" for w, k in calls.items())
         + f"; each side in its own process, warmed up by {CLASS_WARMUP} "
         f"one-request cycles and {warmup} calls at the row's size; "
