@@ -112,7 +112,15 @@ def count_once(
             "--count-worker",
             str(spec),
         ]
-        env = os.environ | {"PYTHONHASHSEED": "0"}
+        # One OpenMP/MKL thread: idle pool threads spin for a while after a
+        # parallel region, and valgrind counts their instructions too, by
+        # the wall clock, in the parent between two forks.
+        env = os.environ | {
+            "PYTHONHASHSEED": "0",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "OMP_WAIT_POLICY": "PASSIVE",
+        }
         with log.open("w", encoding="utf-8") as out:
             proc = subprocess.run(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
