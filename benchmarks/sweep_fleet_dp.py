@@ -36,7 +36,7 @@ input and options, same numbers; ``tests/test_replay_sim.py`` checks it), so
 each mode runs once and every difference in the table is the model's, not
 noise. Wall seconds are the only numbers that move with the machine's load.
 
-Everything is the replay's own code: ``load_workload``, the ``sim`` engine
+Everything is the replay's own code: ``ReplayOptions.load_workload``, the ``sim`` engine
 (``load_engine``), ``run_metrics``; each row's JSON holds the equivalent
 ``vllm-ascend-balance replay`` command. One progress line per run goes to
 stderr. Usage::
@@ -118,21 +118,10 @@ def run_row(dp: int, window_s: float, trace: str, progress: Any) -> dict[str, An
     from vllm_ascend_balance.replay.metrics import run_metrics
     from vllm_ascend_balance.replay.options import parse
     from vllm_ascend_balance.replay.records import RunStatus
-    from vllm_ascend_balance.replay.workload import load_workload
 
     argv = replay_argv(dp, window_s, trace)
     options = parse(argv)
-    workload = load_workload(
-        str(ROOT / options.trace) if options.trace else None,
-        seed=options.seed,
-        start_s=options.start,
-        duration_s=options.duration,
-        limit=options.limit,
-        rate_scale=options.rate_scale,
-        max_model_len=options.max_model_len,
-        dp_size=options.dp,
-        clip=options.clip,
-    )
+    workload = options.load_workload(ROOT)
     summary = workload.summary()
     reqs = workload.requests
     row: dict[str, Any] = {

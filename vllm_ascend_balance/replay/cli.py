@@ -30,7 +30,7 @@ from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions, pacing
 from vllm_ascend_balance.replay.paths import check_outputs
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
-from vllm_ascend_balance.replay.workload import Workload, load_workload
+from vllm_ascend_balance.replay.workload import Workload
 
 logger = init_logger(__name__)
 
@@ -53,17 +53,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = replay_options.from_namespace(args)
         check_outputs(options)
-        workload = load_workload(
-            options.trace,
-            seed=options.seed,
-            start_s=options.start,
-            duration_s=options.duration,
-            limit=options.limit,
-            rate_scale=options.rate_scale,
-            max_model_len=options.max_model_len,
-            dp_size=options.dp,
-            clip=options.clip,
-        )
+        workload = options.load_workload()
     except ValueError as exc:  # WorkloadError, ModeError, OutputPathError
         _error(str(exc))
         return 2

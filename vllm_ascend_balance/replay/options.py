@@ -15,6 +15,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
@@ -22,6 +23,7 @@ from vllm_ascend_balance.replay.costmodel import CostModel
 from vllm_ascend_balance.replay.engine import ENGINES
 from vllm_ascend_balance.replay.fields import check_bounds, flag, option
 from vllm_ascend_balance.replay.modes import Mode, parse_modes
+from vllm_ascend_balance.replay.workload import Workload, load_workload
 
 logger = init_logger(__name__)
 
@@ -175,6 +177,28 @@ class ReplayOptions:
     def modes(self) -> list[Mode]:
         """The parsed ``--mode`` list, baseline first."""
         return parse_modes(self.mode)
+
+    def load_workload(self, root: Path | None = None) -> Workload:
+        """The workload these options select (:func:`.workload.load_workload`);
+        a relative ``--trace`` is read from ``root`` when given.
+
+        Raises:
+            WorkloadError: see :func:`.workload.load_workload`.
+        """
+        trace = self.trace
+        if trace is not None and root is not None:
+            trace = str(root / trace)
+        return load_workload(
+            trace,
+            seed=self.seed,
+            start_s=self.start,
+            duration_s=self.duration,
+            limit=self.limit,
+            rate_scale=self.rate_scale,
+            max_model_len=self.max_model_len,
+            dp_size=self.dp,
+            clip=self.clip,
+        )
 
 
 def pacing(options: ReplayOptions) -> str:
