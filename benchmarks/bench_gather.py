@@ -54,8 +54,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # for tests.support (real vLLM objects)
 
 from vllm.config import ParallelConfig  # noqa: E402
+from vllm.v1.engine.core import DPEngineCoreProc  # noqa: E402
 
-from vllm_ascend_balance.activation import _UPSTREAM_DP_ENGINE  # noqa: E402
 from vllm_ascend_balance.replay.costmodel import CostModel  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
@@ -69,13 +69,13 @@ STEP_TIMES_MS = (10.0, CostModel().step_ms, 70.0)
 def sync_interval(parallel_config: Any) -> tuple[int, str]:
     """Steps between upstream's DP syncs in the installed release, and where
     the number comes from (introspection, no version check)."""
-    for owner in (parallel_config, _UPSTREAM_DP_ENGINE):
+    for owner in (parallel_config, DPEngineCoreProc):
         value = getattr(owner, "dp_sync_interval", None)
         if isinstance(value, int) and value > 0:
             name = owner.__name__ if isinstance(owner, type) else type(owner).__name__
             return value, f"{name}.dp_sync_interval"
     try:
-        source = inspect.getsource(_UPSTREAM_DP_ENGINE._has_global_unfinished_reqs)
+        source = inspect.getsource(DPEngineCoreProc._has_global_unfinished_reqs)
     except (OSError, TypeError):
         source = ""
     match = re.search(r"step_counter\s*%\s*(\d+)", source)

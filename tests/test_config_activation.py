@@ -1,29 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """Configuration and conditional activation, on real ``VllmConfig`` objects.
 
-- :mod:`vllm_ascend_balance.config`: the setting is a JSON boolean (anything
-  else is a one-line ``BalanceConfigError`` naming the setting and the fix),
-  the legacy key works with a deprecation warning, contradicting keys are
-  refused, PD-disaggregated ``kv_role`` is refused.
+- :mod:`vllm_ascend_balance.config`: three forms enable balance (nested key,
+  legacy key, ``VLLM_ASCEND_BALANCE_SCHEDULING``) with vllm-ascend's
+  precedence; a JSON value that is not a boolean or an env value that is not
+  0/1/true/false is a one-line ``BalanceConfigError`` naming the setting and
+  the fix; a disagreeing lower form is ignored with a warning;
+  PD-disaggregated ``kv_role`` is refused.
 - :func:`~vllm_ascend_balance.activation.plan_activation`: refuses a vLLM
-  without the seam, a ``scheduler_cls`` that is not a ``Scheduler``, and
-  vllm-ascend's own balance patch loaded at the same time; DP size 1 and
-  dense models get a note and nothing is activated.
-- :func:`~vllm_ascend_balance.activation.run_engine_core`: with balance off
-  the engine class and scheduler class are upstream's; with balance on they
-  are the hooked engine and the mixin composed onto ``Scheduler``,
-  ``AsyncScheduler`` or a custom ``scheduler_cls``. Upstream's
-  ``run_engine_core`` is replaced by a recorder (``monkeypatch`` on
-  ``activation._UPSTREAM_RUN_ENGINE_CORE``) so no engine starts; it records
-  the module-level ``DPEngineCoreProc`` and the scheduler class the engine
-  would build.
+  without the seam and a ``scheduler_cls`` that is not a ``Scheduler``; DP
+  size 1 and dense models get a note and nothing is activated.
+- :func:`~vllm_ascend_balance.activation.run_engine_core` (this package's
+  link): with balance off it leaves the engine class and scheduler class as
+  they are; with balance on it hooks vLLM's ``DPEngineCoreProc`` and composes
+  the mixin onto ``Scheduler``, ``AsyncScheduler`` or a custom
+  ``scheduler_cls``. The link below it is replaced by a recorder
+  (``engine_chain._next``) so no engine starts.
 - :func:`~vllm_ascend_balance.activation.register`: idempotent, reachable
-  through vLLM's own plugin loader, and the installed ``run_engine_core``
-  pickles by name to the package's function, in a spawned child too.
-
-Mocking: ``vllm_ascend`` cannot be installed here (it needs Ascend NPUs), so
-its modules (``AscendConfig``, its balance patch) are stand-in modules put in
-``sys.modules``; everything else is real vLLM.
+  through vLLM's own plugin loader, and touches neither ``run_engine_core``
+  nor ``DPEngineCoreProc``; the link is installed when a config requesting
+  balance is created, and the target pickles by name to it in a spawned
+  child. Coexistence with other plugins' wrappers: ``test_coexistence.py``.
 """
 
 from __future__ import annotations
@@ -31,13 +28,10 @@ from __future__ import annotations
 import json
 import logging
 import pickle
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
-import vllm.v1.core.sched.scheduler as sched_mod
 import vllm.v1.engine.core as engine_core_mod
 from vllm.config import KVTransferConfig, ModelConfig
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -46,19 +40,24 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from tests.support.processes import run_processes
 from tests.support.vllm_objects import make_vllm_config
-from vllm_ascend_balance import activation, config
+from vllm_ascend_balance import activation, config, engine_chain
 from vllm_ascend_balance.config import (
     ENABLE_EXAMPLE,
+    ENV_SETTING,
     LEGACY_SETTING,
     SETTING,
     BalanceConfigError,
     read_balance_setting,
 )
-from vllm_ascend_balance.engine import BalanceEngineHookMixin
+from vllm_ascend_balance.engine import (
+    gather_hook_installed,
+    remove_gather_hook,
+    upstream_dp_engine,
+)
 from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
-UPSTREAM_ENGINE = activation._UPSTREAM_DP_ENGINE
-UPSTREAM_RUN = activation._UPSTREAM_RUN_ENGINE_CORE
+UPSTREAM_ENGINE = upstream_dp_engine(engine_core_mod.DPEngineCoreProc)
+UPSTREAM_RUN = engine_chain.current_target()
 ON = {"scheduler_config": {"enable_balance_scheduling": True}}
 OFF = {"scheduler_config": {"enable_balance_scheduling": False}}
 
@@ -84,13 +83,17 @@ def assert_one_line_error(exc: BaseException, *needles: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_vllm_ascend(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test starts without vllm_ascend modules and with upstream's
-    engine class in place (other tests may have activated balance)."""
-    for name in list(sys.modules):
-        if name == "vllm_ascend" or name.startswith("vllm_ascend."):
-            monkeypatch.delitem(sys.modules, name)
+def _clean_engine(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every test starts with upstream's engine class unhooked, no link
+    remembered and no balance environment variable; hooks are removed after."""
     monkeypatch.setattr(engine_core_mod, "DPEngineCoreProc", UPSTREAM_ENGINE)
+    monkeypatch.setattr(engine_chain, "_next", None)
+    monkeypatch.setattr(engine_chain, "_next_attr", None)
+    monkeypatch.delenv(ENV_SETTING, raising=False)
+    monkeypatch.delenv(engine_chain.NEXT_ENV, raising=False)
+    remove_gather_hook(UPSTREAM_ENGINE)
+    yield
+    remove_gather_hook(UPSTREAM_ENGINE)
 
 
 @pytest.fixture
@@ -105,6 +108,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
                 "args": args,
                 "kwargs": kwargs,
                 "engine_cls": engine_core_mod.DPEngineCoreProc,
+                "hooked": gather_hook_installed(engine_core_mod.DPEngineCoreProc),
                 "scheduler_cls": kwargs[
                     "vllm_config"
                 ].scheduler_config.get_scheduler_cls(),
@@ -112,7 +116,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         )
         return "upstream ran"
 
-    monkeypatch.setattr(activation, "_UPSTREAM_RUN_ENGINE_CORE", record)
+    monkeypatch.setattr(engine_chain, "_next", record)
     return calls
 
 
@@ -162,21 +166,61 @@ def test_legacy_key_accepted_with_deprecation_warning(
     ).active
 
 
-@pytest.mark.parametrize(("new", "legacy"), [(True, False), (False, True)])
-def test_conflicting_keys_refused(new: bool, legacy: bool) -> None:
-    additional = {
-        "scheduler_config": {"enable_balance_scheduling": new},
-        "enable_balance_scheduling": legacy,
-    }
+@pytest.mark.parametrize(
+    ("forms", "expected"),
+    [
+        ({"new": True, "legacy": False, "env": "0"}, (True, SETTING)),
+        ({"new": False, "legacy": True, "env": "1"}, (False, SETTING)),
+        ({"legacy": True, "env": "0"}, (True, LEGACY_SETTING)),
+        ({"legacy": False, "env": "1"}, (False, LEGACY_SETTING)),
+        ({"env": "1"}, (True, ENV_SETTING)),
+        ({"env": " TRUE "}, (True, ENV_SETTING)),
+        ({"env": "false"}, (False, ENV_SETTING)),
+        ({"env": "0"}, (False, ENV_SETTING)),
+    ],
+)
+def test_vllm_ascend_precedence(
+    forms: dict[str, Any],
+    expected: tuple[bool, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nested key, then legacy key, then the environment variable (vllm-ascend's
+    ``AscendConfig`` order); a lower form that disagrees is ignored with a
+    warning naming both, and a deprecated form in use warns."""
+    additional: dict[str, Any] = {}
+    if "new" in forms:
+        additional["scheduler_config"] = {"enable_balance_scheduling": forms["new"]}
+    if "legacy" in forms:
+        additional["enable_balance_scheduling"] = forms["legacy"]
+    if "env" in forms:
+        monkeypatch.setenv(ENV_SETTING, forms["env"])
+    with caplog.at_level(logging.WARNING, logger=config.logger.name):
+        setting = read_balance_setting(vllm_config(additional))
+    assert (setting.enabled, setting.source) == expected
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if len(forms) > 1:
+        assert any("is ignored" in w and expected[1] in w for w in warnings), warnings
+    if expected[1] != SETTING:
+        assert any("deprecated" in w and expected[1] in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("value", ["yes", "2", "", "on"])
+def test_bad_env_value_is_a_one_line_error(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_SETTING, value)
     with pytest.raises(BalanceConfigError) as info:
-        read_balance_setting(vllm_config(additional))
-    assert_one_line_error(info.value, SETTING, LEGACY_SETTING, "remove the deprecated")
+        read_balance_setting(vllm_config())
+    assert_one_line_error(info.value, ENV_SETTING, ENABLE_EXAMPLE)
 
 
-def test_agreeing_keys_accepted() -> None:
-    additional = dict(ON, enable_balance_scheduling=True)
-    setting = read_balance_setting(vllm_config(additional))
-    assert (setting.enabled, setting.source) == (True, SETTING)
+def test_env_read_in_a_process_without_ascend_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A spawned engine process reads the environment variable itself."""
+    monkeypatch.setenv(ENV_SETTING, "1")
+    assert activation.plan_activation(vllm_config()).active
 
 
 def test_scheduler_config_must_be_an_object() -> None:
@@ -207,42 +251,6 @@ def test_pd_mixed_kv_role_accepted() -> None:
     assert activation.plan_activation(cfg).active
 
 
-def _fake_ascend_config(
-    monkeypatch: pytest.MonkeyPatch, get_ascend_config: Any
-) -> None:
-    package = types.ModuleType("vllm_ascend")
-    module = types.ModuleType("vllm_ascend.ascend_config")
-    module.get_ascend_config = get_ascend_config  # type: ignore[attr-defined]
-    package.ascend_config = module  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "vllm_ascend", package)
-    monkeypatch.setitem(sys.modules, "vllm_ascend.ascend_config", module)
-
-
-def test_ascend_config_is_read_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    ascend = types.SimpleNamespace(
-        scheduler_config=types.SimpleNamespace(enable_balance_scheduling=True)
-    )
-    _fake_ascend_config(monkeypatch, lambda: ascend)
-    setting = read_balance_setting(vllm_config(OFF))
-    assert (setting.enabled, setting.source) == (True, "AscendConfig")
-
-    ascend.scheduler_config.enable_balance_scheduling = "on"
-    with pytest.raises(BalanceConfigError) as info:
-        read_balance_setting(vllm_config(OFF))
-    assert_one_line_error(info.value, "AscendConfig", "true or false")
-
-
-def test_uninitialised_ascend_config_falls_back(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def not_ready() -> Any:
-        raise RuntimeError("AscendConfig is not initialised")
-
-    _fake_ascend_config(monkeypatch, not_ready)
-    setting = read_balance_setting(vllm_config(ON))
-    assert (setting.enabled, setting.source) == (True, SETTING)
-
-
 # --------------------------------------------------------------------------
 # plan_activation
 
@@ -269,30 +277,6 @@ def test_non_scheduler_scheduler_cls_refused() -> None:
     with pytest.raises(BalanceConfigError) as info:
         activation.plan_activation(cfg)
     assert_one_line_error(info.value, SETTING, "scheduler_cls", "Scheduler subclass")
-
-
-def test_vllm_ascend_balance_patch_loaded_refused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    patch_module = types.ModuleType(activation.ASCEND_BALANCE_PATCH)
-    monkeypatch.setitem(sys.modules, activation.ASCEND_BALANCE_PATCH, patch_module)
-    with pytest.raises(BalanceConfigError) as info:
-        activation.plan_activation(vllm_config(ON))
-    assert_one_line_error(
-        info.value, SETTING, activation.ASCEND_BALANCE_PATCH, "deadlock"
-    )
-    assert not activation.plan_activation(vllm_config(OFF)).active
-
-
-def test_vllm_ascend_scheduler_swap_detected(monkeypatch: pytest.MonkeyPatch) -> None:
-    """vllm-ascend's patch swaps the module-level ``Scheduler`` name."""
-    ascend_scheduler = type(
-        "BalanceScheduler", (Scheduler,), {"__module__": "vllm_ascend.patch.x"}
-    )
-    monkeypatch.setattr(sched_mod, "Scheduler", ascend_scheduler)
-    with pytest.raises(BalanceConfigError) as info:
-        activation.plan_activation(vllm_config(ON))
-    assert_one_line_error(info.value, "deadlock")
 
 
 def _dense_model_config(tmp_path: Path) -> ModelConfig:
@@ -347,7 +331,7 @@ def test_no_effect_warns_and_activates_nothing(
         for r in caplog.records
     )
     (call,) = recorder
-    assert call["engine_cls"] is UPSTREAM_ENGINE
+    assert call["engine_cls"] is UPSTREAM_ENGINE and not call["hooked"]
     assert call["scheduler_cls"] is Scheduler
     assert cfg.scheduler_config.scheduler_cls in (None, Scheduler)
 
@@ -359,10 +343,9 @@ def test_no_effect_warns_and_activates_nothing(
 def test_disabled_leaves_vllm_untouched(
     monkeypatch: pytest.MonkeyPatch, recorder: list[dict[str, Any]]
 ) -> None:
-    # A composed engine class left over in this process is put back too.
-    monkeypatch.setattr(
-        engine_core_mod, "DPEngineCoreProc", activation.compose_engine(UPSTREAM_ENGINE)
-    )
+    # Another plugin's engine class is left in place, not reset to upstream's.
+    other = type("OtherDPEngineCoreProc", (UPSTREAM_ENGINE,), {})
+    monkeypatch.setattr(engine_core_mod, "DPEngineCoreProc", other)
     cfg = vllm_config(OFF)
     before = cfg.scheduler_config.scheduler_cls
     result = activation.run_engine_core(
@@ -370,8 +353,8 @@ def test_disabled_leaves_vllm_untouched(
     )
     assert result == "upstream ran"
     (call,) = recorder
-    assert call["engine_cls"] is UPSTREAM_ENGINE
-    assert engine_core_mod.DPEngineCoreProc is UPSTREAM_ENGINE
+    assert call["engine_cls"] is other and not call["hooked"]
+    assert engine_core_mod.DPEngineCoreProc is other
     assert cfg.scheduler_config.scheduler_cls is before
     assert call["scheduler_cls"] is Scheduler
     assert call["args"] == ("positional",)
@@ -402,8 +385,7 @@ def test_enabled_composes_hook_and_mixin(
     activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
     (call,) = recorder
     engine_cls = call["engine_cls"]
-    assert engine_cls is activation.compose_engine(UPSTREAM_ENGINE)
-    assert engine_cls.__mro__[1:3] == (BalanceEngineHookMixin, UPSTREAM_ENGINE)
+    assert engine_cls is UPSTREAM_ENGINE and call["hooked"]
     composed = call["scheduler_cls"]
     assert composed.__mro__[1:3] == (BalanceSchedulerMixin, expected_base)
     assert composed is activation.compose_scheduler(expected_base)  # cached
@@ -457,20 +439,23 @@ def _loads(obj: Any) -> Any:
     return pickle.loads(pickle.dumps(obj))
 
 
+def _create(cfg: Any) -> Any:
+    """``EngineArgs.create_engine_config`` as wrapped by register(), for a
+    prepared config (the wrapper only looks at what the call returns)."""
+    return activation._check_early(lambda self: cfg)(None)
+
+
 @pytest.mark.usefixtures("clean_engine_core")
-def test_register_is_idempotent() -> None:
+def test_register_is_idempotent_and_leaves_the_engine_alone() -> None:
     from vllm.engine.arg_utils import EngineArgs
 
-    assert _loads(engine_core_mod.EngineCoreProc.run_engine_core) is UPSTREAM_RUN
     activation.register()
     first = EngineArgs.create_engine_config
     activation.register()
-    assert engine_core_mod.EngineCoreProc.run_engine_core is activation.run_engine_core
-    assert isinstance(
-        engine_core_mod.EngineCoreProc.__dict__["run_engine_core"], staticmethod
-    )
     assert EngineArgs.create_engine_config is first  # not wrapped twice
     assert not getattr(first.__wrapped__, "__vab_checked__", False)
+    assert engine_chain.current_target() is UPSTREAM_RUN
+    assert engine_core_mod.DPEngineCoreProc is UPSTREAM_ENGINE
 
 
 @pytest.mark.usefixtures("clean_engine_core")
@@ -478,6 +463,7 @@ def test_vllm_plugin_loader_registers(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.metadata
 
     import vllm.plugins
+    from vllm.engine.arg_utils import EngineArgs
 
     entry_points = importlib.metadata.entry_points(group="vllm.general_plugins")
     ours = [ep for ep in entry_points if ep.value.startswith("vllm_ascend_balance")]
@@ -485,17 +471,36 @@ def test_vllm_plugin_loader_registers(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(vllm.plugins, "plugins_loaded", False)
     vllm.plugins.load_general_plugins()
-    assert engine_core_mod.EngineCoreProc.run_engine_core is activation.run_engine_core
+    assert getattr(EngineArgs.create_engine_config, "__vab_checked__", False)
+    assert engine_chain.current_target() is UPSTREAM_RUN
+
+
+@pytest.mark.usefixtures("clean_engine_core")
+def test_link_installed_only_where_balance_is_requested() -> None:
+    _create(vllm_config(OFF))
+    assert engine_chain.current_target() is UPSTREAM_RUN
+    _create(vllm_config(ON))
+    assert engine_chain.current_target() is activation.run_engine_core
+    assert isinstance(
+        engine_core_mod.EngineCoreProc.__dict__["run_engine_core"], staticmethod
+    )
+    _create(vllm_config(ON))  # not wrapped twice
+    assert engine_chain.resolve_next(activation.run_engine_core) is UPSTREAM_RUN
+    # A later config with balance off in this process puts the chain back.
+    _create(vllm_config(OFF))
+    assert engine_chain.current_target() is UPSTREAM_RUN
 
 
 @pytest.mark.usefixtures("clean_engine_core")
 def test_pickled_target_is_ours() -> None:
     """vLLM starts engines with ``target=EngineCoreProc.run_engine_core``;
     under spawn the target is pickled by qualified name."""
-    activation.register()
+    _create(vllm_config(ON))
     data = pickle.dumps(engine_core_mod.EngineCoreProc.run_engine_core)
     assert b"vllm_ascend_balance.activation" in data
-    assert pickle.loads(data) is activation.run_engine_core
+    assert _loads(engine_core_mod.EngineCoreProc.run_engine_core) is (
+        activation.run_engine_core
+    )
 
 
 def _report_target(target: Any, out_path: str) -> None:
@@ -504,7 +509,7 @@ def _report_target(target: Any, out_path: str) -> None:
 
 @pytest.mark.usefixtures("clean_engine_core")
 def test_spawned_child_resolves_our_target(tmp_path: Path) -> None:
-    activation.register()
+    _create(vllm_config(ON))
     out = tmp_path / "target.txt"
     joined = run_processes(
         _report_target,

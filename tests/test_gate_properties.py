@@ -59,8 +59,9 @@ from vllm.v1.request import RequestStatus
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance import activation
+from vllm_ascend_balance import activation, engine_chain
 from vllm_ascend_balance.config import SETTING
+from vllm_ascend_balance.engine import gather_hook_installed
 from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin, admission_cap
 
 BASES = (Scheduler, AsyncScheduler)
@@ -530,7 +531,7 @@ def _recording_upstream(seen: dict[str, Any]) -> Callable[..., None]:
 def disabled_scheduler_cls(base: type) -> type:
     """The scheduler class an engine core gets when balance is off: run the
     package's ``run_engine_core`` on a DP 2 MoE config with the setting off,
-    upstream's ``run_engine_core`` replaced by a recorder (no engine starts)."""
+    the link below it replaced by a recorder (no engine starts)."""
     config = make_vllm_config(
         data_parallel_size=2,
         additional_config={"scheduler_config": {"enable_balance_scheduling": False}},
@@ -541,13 +542,12 @@ def disabled_scheduler_cls(base: type) -> type:
     seen: dict[str, Any] = {}
     previous = engine_core_mod.DPEngineCoreProc
     try:
-        with mock.patch.object(
-            activation, "_UPSTREAM_RUN_ENGINE_CORE", _recording_upstream(seen)
-        ):
+        with mock.patch.object(engine_chain, "_next", _recording_upstream(seen)):
             activation.run_engine_core(vllm_config=config, dp_rank=0, local_dp_rank=0)
     finally:
         engine_core_mod.DPEngineCoreProc = previous
-    assert seen["engine_cls"] is activation._UPSTREAM_DP_ENGINE, SETTING
+    assert seen["engine_cls"] is previous, SETTING
+    assert not gather_hook_installed(previous), SETTING
     return seen["scheduler_cls"]
 
 

@@ -10,8 +10,8 @@ N spawned processes (N = 2 and 3) each play one DP rank of an engine core:
 - the scheduler is a real ``Scheduler`` / ``AsyncScheduler`` with the balance
   mixin composed on (``activation.compose_scheduler``), driven with skewed
   per-rank load so the running counts differ between ranks and over time;
-- the engine is the class activation installs,
-  ``activation.compose_engine(DPEngineCoreProc)``, allocated without its
+- the engine is vLLM's ``DPEngineCoreProc`` with the hook activation
+  installs on it (``engine.install_gather_hook``), allocated without its
   ``__init__`` (no executor, no ZMQ) and given exactly what upstream's
   ``_has_global_unfinished_reqs`` reads (``dp_group``, ``step_counter``,
   ``pending_pause``, ``dp_sync_interval`` where the release has it). Calling
@@ -30,7 +30,7 @@ nothing anywhere.
 Elastic EP: in the 3-rank run, ranks 0 and 1 switch mid-run to a new 2-rank
 group (as ``reinitialize_distributed`` replaces ``dp_group``) while rank 2
 leaves; the receive buffer follows the new group's size. The 2-rank run then
-swaps in upstream's engine class and scheduler (balance off) and checks that
+removes the hook and uses upstream's scheduler (balance off) and checks that
 no gather happens while upstream's own sync still does.
 """
 
@@ -148,9 +148,11 @@ def _rank_main(
     )
     from vllm.v1.core.sched.async_scheduler import AsyncScheduler
     from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.engine.core import DPEngineCoreProc
 
     from tests.support.vllm_objects import make_request, make_scheduler
     from vllm_ascend_balance import activation
+    from vllm_ascend_balance.engine import install_gather_hook, remove_gather_hook
     from vllm_ascend_balance.scheduler import admission_cap
 
     log = _CollectiveLog()
@@ -164,8 +166,8 @@ def _rank_main(
     if per_rank_counter:
         scheduler_cls = type("PerRankCounter", (PerRankCounterGate, scheduler_cls), {})
     scheduler: Any = make_scheduler(scheduler_cls, max_num_seqs=CAP, num_blocks=400)
-    engine_cls = activation.compose_engine(activation._UPSTREAM_DP_ENGINE)
-    engine: Any = engine_cls.__new__(engine_cls)  # no __init__: no executor
+    install_gather_hook(DPEngineCoreProc)
+    engine: Any = DPEngineCoreProc.__new__(DPEngineCoreProc)  # no __init__: no executor
     engine.scheduler = scheduler
     engine.dp_group = group
     engine.step_counter = 0
@@ -225,10 +227,9 @@ def _rank_main(
 
     disabled: list[dict[str, Any]] = []
     if run_disabled:
-        # Balance off: upstream's engine class and scheduler, same group.
-        plain_engine: Any = activation._UPSTREAM_DP_ENGINE.__new__(
-            activation._UPSTREAM_DP_ENGINE
-        )
+        # Balance off: upstream's engine class unhooked, its scheduler, same group.
+        remove_gather_hook(DPEngineCoreProc)
+        plain_engine: Any = DPEngineCoreProc.__new__(DPEngineCoreProc)
         plain_engine.__dict__.update(engine.__dict__)
         plain_engine.step_counter = 0
         plain_engine.scheduler = make_scheduler(base, max_num_seqs=CAP, num_blocks=400)

@@ -2,19 +2,21 @@
 """Wiring: the ``vllm.general_plugins`` entry point and conditional activation.
 
 1. :func:`register` (front-end process, workers, engine cores; idempotent, no
-   I/O) replaces ``EngineCoreProc.run_engine_core`` with :func:`run_engine_core`
-   and makes ``EngineArgs.create_engine_config`` validate the balance setting,
-   so a bad setting fails in the front-end before engines start.
-   vLLM starts each engine process with ``target=EngineCoreProc.run_engine_core``
-   read in the front-end; under the spawn start method the target is pickled
-   by qualified name, so it must be this module-level function (not a
-   ``functools.wraps`` copy, which would pickle as upstream's name).
-2. :func:`run_engine_core` (engine process) reads and validates the config
-   once (:func:`plan_activation`). Only when balance applies does it swap the
-   module-level ``DPEngineCoreProc`` name (which upstream's ``run_engine_core``
-   resolves at call time) for the hooked class and compose the balance mixin
-   onto the scheduler class the config would have used. Otherwise vLLM runs
-   untouched: no class swapped, no buffer, no collective.
+   I/O) wraps ``EngineArgs.create_engine_config``; nothing else. Installing
+   the package therefore changes nothing where balance is off.
+2. When a config is created (front-end), it is validated, so a bad setting
+   fails before engines start; where balance scheduling is requested,
+   :func:`run_engine_core` becomes the outermost link of
+   ``EngineCoreProc.run_engine_core`` (:mod:`~vllm_ascend_balance.engine_chain`).
+   vLLM starts each engine process with that target; under spawn it is
+   pickled by qualified name, so it is this module-level function.
+3. :func:`run_engine_core` (engine process) resolves the link below it as
+   vLLM would have, neutralises vllm-ascend's own balance patch where it is
+   installed (:mod:`~vllm_ascend_balance.ascend_patch`), plans once
+   (:func:`plan_activation`) and, only when balance applies, hooks the gather
+   onto vLLM's ``DPEngineCoreProc`` (:mod:`~vllm_ascend_balance.engine`) and
+   composes the gate mixin onto the scheduler class the config would have
+   used. Then the rest of the chain runs unchanged.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import vllm.v1.engine.core as _engine_core
+import vllm.v1.engine.core as engine_core_mod
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from vllm_ascend_balance import metrics
+from vllm_ascend_balance import ascend_patch, engine_chain, metrics
 from vllm_ascend_balance.config import (
     MAX_FROZEN_SETTING,
     SETTING,
@@ -37,13 +39,12 @@ from vllm_ascend_balance.config import (
     check_pd_mixed,
     read_balance_setting,
 )
-from vllm_ascend_balance.engine import BalanceEngineHookMixin
+from vllm_ascend_balance.engine import install_gather_hook
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
 logger = init_logger(__name__)
 
-ASCEND_BALANCE_PATCH = "vllm_ascend.patch.platform.patch_balance_schedule"
 SERIES_HINT = (
     "install a vLLM that carries the seam (a fork branch with the "
     "vllm-ascend-balance upstream_patch/ series applied), or patch this one "
@@ -51,30 +52,10 @@ SERIES_HINT = (
     "python upstream_patch/series.py apply --lane release|main"
 )
 
-# Module-level names are rebound below; Any keeps mypy from treating them as
-# class definitions.
-engine_core_mod: Any = _engine_core
-_UPSTREAM_DP_ENGINE = _engine_core.DPEngineCoreProc
-_UPSTREAM_RUN_ENGINE_CORE = _engine_core.EngineCoreProc.__dict__[
-    "run_engine_core"
-].__func__
-
 
 def has_seam(scheduler_cls: type = Scheduler) -> bool:
     """Whether ``scheduler_cls`` offers ``Scheduler._should_stop_admitting_waiting``."""
     return callable(getattr(scheduler_cls, SEAM, None))
-
-
-def ascend_balance_patch_active() -> bool:
-    """Whether vllm-ascend's own balance patch is loaded in this process (its
-    copied ``schedule()`` gathers too: two gathers per step deadlock)."""
-    return ASCEND_BALANCE_PATCH in sys.modules or any(
-        getattr(obj, "__module__", "").startswith("vllm_ascend")
-        for obj in (
-            getattr(sys.modules.get("vllm.v1.core.sched.scheduler"), "Scheduler", None),
-            _UPSTREAM_DP_ENGINE,
-        )
-    )
 
 
 def _code_names(code: Any) -> set[str]:
@@ -127,6 +108,8 @@ class ActivationPlan:
         source: where the setting came from.
         scheduler_cls: the scheduler class the config would use without us.
         max_frozen_steps: the bounded-freeze setting (None = unbounded).
+        ascend: vllm-ascend's balance patch, neutralised wherever balance is
+            requested (None: vllm-ascend is not installed).
         notes: human-readable reasons (why inactive, what composes).
     """
 
@@ -135,6 +118,7 @@ class ActivationPlan:
     source: str
     scheduler_cls: type | None = None
     max_frozen_steps: int | None = None
+    ascend: ascend_patch.AscendPatch | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -155,9 +139,10 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
 
     Raises:
         BalanceConfigError: the setting is malformed, or requested where it
-            cannot work (PD-disaggregated ``kv_role``, vLLM without the seam,
-            vllm-ascend's own balance patch loaded, a ``scheduler_cls`` that
-            is not a ``Scheduler`` subclass or whose ``schedule()`` does not
+            cannot work (PD-disaggregated ``kv_role``, a vllm-ascend setting
+            that excludes it, a vllm-ascend balance patch that cannot be
+            neutralised, vLLM without the seam, a ``scheduler_cls`` that is
+            not a ``Scheduler`` subclass or whose ``schedule()`` does not
             reach the seam, see :func:`unreachable_gate`).
     """
     setting = read_balance_setting(vllm_config)
@@ -171,12 +156,16 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
         return plan
     check_pd_mixed(vllm_config)
-    if ascend_balance_patch_active():
-        raise BalanceConfigError(
-            f"{SETTING} is set while vllm-ascend's own balance patch "
-            f"({ASCEND_BALANCE_PATCH}) is loaded: two gathers per step would "
-            f"deadlock; enable balance scheduling through one of them only"
-        )
+    exclusive = ascend_patch.check_exclusive(vllm_config)
+    if exclusive is not None:
+        raise BalanceConfigError(f"{SETTING} {exclusive}")
+    plan.ascend = ascend_patch.find_patch()
+    if plan.ascend is not None:
+        if plan.ascend.problem is not None:
+            raise BalanceConfigError(
+                f"{SETTING} is set but {ascend_patch.refusal(plan.ascend)}"
+            )
+        plan.notes.append(plan.ascend.describe())
     dp_size = vllm_config.parallel_config.data_parallel_size
     if dp_size <= 1:
         plan.notes.append(
@@ -241,51 +230,47 @@ def _compose_scheduler(base: type, max_frozen_steps: int | None) -> type:
     return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), namespace)
 
 
-@functools.cache
-def compose_engine(base: type) -> type:
-    """``base`` (a ``DPEngineCoreProc``) with the gather hook in front."""
-    return type(
-        f"Balance{base.__name__}",
-        (BalanceEngineHookMixin, base),
-        {"__module__": __name__},
-    )
-
-
 def run_engine_core(
     *args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any
-):
-    """Stand-in for ``EngineCoreProc.run_engine_core`` (same signature): plan,
-    activate conditionally, then run upstream's ``run_engine_core`` unchanged.
+) -> Any:
+    """This package's link of ``EngineCoreProc.run_engine_core`` (same
+    signature), installed where balance is requested: neutralise
+    vllm-ascend's patch, activate conditionally, then run the rest of the
+    chain (what vLLM would have run without this package) unchanged.
 
     A bad setting ends the engine process with one ``error`` log line naming
     the setting and the fix (the front-end then reports the failed engine).
     """
+    next_link = engine_chain.resolve_next(run_engine_core)
     vllm_config = kwargs["vllm_config"]
     try:
+        # Before planning: the config's scheduler class must resolve after
+        # vllm-ascend's patch swapped the module-level Scheduler, as it
+        # would without this package. This link runs only where balance
+        # scheduling is requested.
+        ascend_patch.neutralise()
         plan = plan_activation(vllm_config)
-    except BalanceConfigError as exc:
+    except (BalanceConfigError, ascend_patch.AscendPatchError) as exc:
         logger.error("balance scheduling: %s", exc)
         raise SystemExit(1) from None
     if plan.active:
         assert plan.scheduler_cls is not None
-        engine_core_mod.DPEngineCoreProc = compose_engine(_UPSTREAM_DP_ENGINE)
+        install_gather_hook(engine_core_mod.DPEngineCoreProc)
         vllm_config.scheduler_config.scheduler_cls = compose_scheduler(
             plan.scheduler_cls, plan.max_frozen_steps
         )
-        if dp_rank == 0:
-            logger.info("balance scheduling active: %s", "; ".join(plan.notes))
-    else:
-        engine_core_mod.DPEngineCoreProc = _UPSTREAM_DP_ENGINE
-        if plan.requested and dp_rank == 0:
-            logger.warning("balance scheduling: %s", plan.notes[-1])
-    return _UPSTREAM_RUN_ENGINE_CORE(
-        *args, dp_rank=dp_rank, local_dp_rank=local_dp_rank, **kwargs
-    )
+        notes = "; ".join(plan.notes)
+        logger.info("balance scheduling active on DP rank %d: %s", dp_rank, notes)
+    elif plan.requested and dp_rank == 0:
+        logger.warning("balance scheduling: %s", plan.notes[-1])
+    return next_link(*args, dp_rank=dp_rank, local_dp_rank=local_dp_rank, **kwargs)
 
 
 def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``EngineArgs.create_engine_config`` so a bad balance setting fails
-    in the front-end, before any engine process starts."""
+    """Wrap ``EngineArgs.create_engine_config``: a bad balance setting fails
+    in the front-end, before any engine process starts; where balance is
+    requested, :func:`run_engine_core` becomes the outermost link (after the
+    platform and every plugin installed theirs, while creating the config)."""
 
     @functools.wraps(create_engine_config)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -295,6 +280,10 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
         except BalanceConfigError:
             _print_config_errors_in_one_line()
             raise
+        if plan.active or (plan.requested and plan.ascend is not None):
+            engine_chain.install(run_engine_core)
+        else:
+            engine_chain.uninstall(run_engine_core)
         if plan.active:
             metrics.serve_from_front_end()
         return vllm_config
@@ -322,12 +311,12 @@ def _print_config_errors_in_one_line() -> None:
 
 
 def register() -> None:
-    """``vllm.general_plugins`` entry point: install :func:`run_engine_core`
-    as ``EngineCoreProc.run_engine_core`` and the early config check on
-    ``EngineArgs.create_engine_config``. Idempotent; decides nothing."""
+    """``vllm.general_plugins`` entry point: wrap
+    ``EngineArgs.create_engine_config`` (see :func:`_check_early`).
+    Idempotent; decides nothing and leaves ``run_engine_core`` and
+    ``DPEngineCoreProc`` alone, whatever order vLLM loads plugins in."""
     from vllm.engine.arg_utils import EngineArgs
 
-    engine_core_mod.EngineCoreProc.run_engine_core = staticmethod(run_engine_core)
     if not getattr(EngineArgs.create_engine_config, "__vab_checked__", False):
         engine_args: Any = EngineArgs
         engine_args.create_engine_config = _check_early(EngineArgs.create_engine_config)

@@ -1,33 +1,44 @@
 # SPDX-License-Identifier: Apache-2.0
 """Read and validate the balance scheduling setting.
 
-The setting is ``additional_config.scheduler_config.enable_balance_scheduling``
-(a JSON boolean), e.g.::
+Three forms enable it, read with vllm-ascend's precedence (its
+``AscendConfig``: the nested key, then the legacy top-level key, then the
+environment variable), so a deployment that enables vllm-ascend's balance
+scheduling enables this package's gate unchanged:
 
-    vllm serve MODEL --data-parallel-size 8 \\
-        --additional-config '{"scheduler_config": {"enable_balance_scheduling": true}}'
+1. ``additional_config.scheduler_config.enable_balance_scheduling`` (a JSON
+   boolean), e.g.::
 
-The legacy top-level ``additional_config.enable_balance_scheduling`` is
-accepted with a deprecation warning. When ``vllm_ascend`` is installed and its
-``AscendConfig`` is initialised, its ``enable_balance_scheduling`` is read
-first (mirrors ``_balance_scheduling_enabled`` in vllm-ascend's
-``patch_balance_schedule.py``; the env var ``VLLM_ASCEND_BALANCE_SCHEDULING``
-is left to ``AscendConfig``, which parses it centrally).
+       vllm serve MODEL --data-parallel-size 8 --additional-config \\
+         '{"scheduler_config": {"enable_balance_scheduling": true}}'
+
+2. the legacy top-level ``additional_config.enable_balance_scheduling``
+   (deprecated, warns);
+3. the environment variable ``VLLM_ASCEND_BALANCE_SCHEDULING`` (``1``/``0``,
+   ``true``/``false``; deprecated, warns). It is read here, in every process
+   that decides, rather than through ``AscendConfig``: an engine process whose
+   ``AscendConfig`` is not initialised yet would otherwise miss it.
+
+A lower-precedence form that disagrees is ignored with a warning, as
+vllm-ascend ignores it. Where this package is stricter than vllm-ascend (a
+JSON value that is not a boolean, e.g. ``"true"`` or ``1``, which vllm-ascend
+would read as true), the value is refused with a one-line fix.
 
 The opt-in bound against starvation is
 ``additional_config.scheduler_config.balance_max_frozen_steps`` (a positive
 JSON integer N; absent or null = the unbounded contract): after N consecutive
-frozen gathers the gate opens for one step (a "fail-open" step). It is read
-from ``additional_config`` only (vllm-ascend's ``AscendConfig`` has no such
-field).
+frozen gathers the gate opens for one step (a "fail-open" step).
 
-The functions only read attributes of the ``VllmConfig`` they are given.
+The functions only read the ``VllmConfig`` they are given and the
+environment mapping (``os.environ`` unless one is passed).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +48,8 @@ logger = init_logger(__name__)
 
 SETTING = "additional_config.scheduler_config.enable_balance_scheduling"
 LEGACY_SETTING = "additional_config.enable_balance_scheduling"
+ENV_SETTING = "VLLM_ASCEND_BALANCE_SCHEDULING"
+_ENV_VALUES = {"1": True, "true": True, "0": False, "false": False}
 ENABLE_EXAMPLE = (
     '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": true}}\''
 )
@@ -61,8 +74,8 @@ class BalanceSetting:
 
     Attributes:
         enabled: whether balance scheduling is requested.
-        source: where the value came from (``"AscendConfig"``, :data:`SETTING`,
-            :data:`LEGACY_SETTING` or ``"default"``).
+        source: where the value came from (:data:`SETTING`,
+            :data:`LEGACY_SETTING`, :data:`ENV_SETTING` or ``"default"``).
         max_frozen_steps: :data:`MAX_FROZEN_SETTING`, the most consecutive
             frozen gathers before a fail-open step; None = unbounded (the
             contract as it is).
@@ -80,24 +93,6 @@ def _require_bool(value: Any, setting: str) -> bool:
         f"{setting} must be a JSON boolean (true or false), got {json.dumps(value)}: "
         f"use e.g. {ENABLE_EXAMPLE}"
     )
-
-
-def _from_ascend_config() -> bool | None:
-    """``AscendConfig.enable_balance_scheduling`` if vllm_ascend is present
-    and its config is initialised, else None."""
-    try:
-        from vllm_ascend.ascend_config import get_ascend_config
-    except ImportError:
-        return None
-    try:
-        ascend_config = get_ascend_config()
-    except Exception:  # not initialised yet in this process: fall back
-        return None
-    for holder in (getattr(ascend_config, "scheduler_config", None), ascend_config):
-        value = getattr(holder, "enable_balance_scheduling", None)
-        if value is not None:
-            return _require_bool(value, "AscendConfig.enable_balance_scheduling")
-    return None
 
 
 def _scheduler_section(additional: Any) -> dict[str, Any]:
@@ -143,48 +138,75 @@ def _refuse_misspelled_keys(
             )
 
 
-def read_balance_setting(vllm_config: Any) -> BalanceSetting:
-    """Return the requested setting of ``vllm_config`` (a ``VllmConfig``).
+def read_balance_setting(
+    vllm_config: Any, environ: Mapping[str, str] | None = None
+) -> BalanceSetting:
+    """Return the requested setting of ``vllm_config`` (a ``VllmConfig``),
+    with ``environ`` (default ``os.environ``) for :data:`ENV_SETTING`.
 
     Raises:
-        BalanceConfigError: the value is not a boolean, ``scheduler_config`` in
-            ``additional_config`` is not a mapping, the new and legacy keys
-            disagree, :data:`MAX_FROZEN_SETTING` is not a positive integer, or
-            a key is one typo away from one of these settings.
+        BalanceConfigError: a JSON value is not a boolean, the environment
+            variable is not ``0``/``1``/``true``/``false``,
+            ``scheduler_config`` in ``additional_config`` is not a mapping,
+            :data:`MAX_FROZEN_SETTING` is not a positive integer, or a key is
+            one typo away from one of these settings.
     """
     additional = getattr(vllm_config, "additional_config", None) or {}
     sched = _scheduler_section(additional)
     _refuse_misspelled_keys(sched, "additional_config.scheduler_config", KEYS)
     _refuse_misspelled_keys(additional, "additional_config", KEYS[:1])
     max_frozen = _read_max_frozen_steps(sched)
-    enabled, source = _read_enabled(additional, sched)
+    enabled, source = _read_enabled(
+        additional, sched, os.environ if environ is None else environ
+    )
     return BalanceSetting(enabled, source, max_frozen)
 
 
-def _read_enabled(additional: Any, sched: dict[str, Any]) -> tuple[bool, str]:
-    from_ascend = _from_ascend_config()
-    if from_ascend is not None:
-        return from_ascend, "AscendConfig"
-    new = sched.get("enable_balance_scheduling")
-    legacy = additional.get("enable_balance_scheduling")
-    if new is not None:
-        enabled = _require_bool(new, SETTING)
-        if legacy is not None and _require_bool(legacy, LEGACY_SETTING) != enabled:
-            raise BalanceConfigError(
-                f"{SETTING}={json.dumps(enabled)} contradicts the deprecated "
-                f"{LEGACY_SETTING}={json.dumps(legacy)}: remove the deprecated key"
-            )
-        return enabled, SETTING
-    if legacy is not None:
-        enabled = _require_bool(legacy, LEGACY_SETTING)
-        logger.warning(
-            "%s is deprecated; use %s instead (%s)",
-            LEGACY_SETTING,
-            SETTING,
-            ENABLE_EXAMPLE,
+def _read_env(environ: Mapping[str, str]) -> bool | None:
+    raw = environ.get(ENV_SETTING)
+    if raw is None:
+        return None
+    value = _ENV_VALUES.get(raw.strip().lower())
+    if value is None:
+        raise BalanceConfigError(
+            f"{ENV_SETTING}={raw!r} is not 1, 0, true or false: unset it and use "
+            f"{ENABLE_EXAMPLE}"
         )
-        return enabled, LEGACY_SETTING
-    return False, "default"
+    return value
+
+
+def _read_enabled(
+    additional: Any, sched: dict[str, Any], environ: Mapping[str, str]
+) -> tuple[bool, str]:
+    """(enabled, source) by vllm-ascend's precedence: nested key, legacy key,
+    environment variable."""
+    forms: list[tuple[str, bool]] = []
+    if sched.get("enable_balance_scheduling") is not None:
+        nested = _require_bool(sched["enable_balance_scheduling"], SETTING)
+        forms.append((SETTING, nested))
+    if additional.get("enable_balance_scheduling") is not None:
+        legacy = _require_bool(additional["enable_balance_scheduling"], LEGACY_SETTING)
+        forms.append((LEGACY_SETTING, legacy))
+    from_env = _read_env(environ)
+    if from_env is not None:
+        forms.append((ENV_SETTING, from_env))
+    if not forms:
+        return False, "default"
+    source, enabled = forms[0]
+    if source != SETTING:
+        logger.warning(
+            "%s is deprecated; use %s instead (%s)", source, SETTING, ENABLE_EXAMPLE
+        )
+    for ignored, value in forms[1:]:
+        if value != enabled:
+            logger.warning(
+                "balance scheduling: %s=%s is ignored, %s=%s takes precedence",
+                ignored,
+                json.dumps(value),
+                source,
+                json.dumps(enabled),
+            )
+    return enabled, source
 
 
 def check_pd_mixed(vllm_config: Any) -> None:

@@ -2,7 +2,10 @@
 """``vllm-ascend-balance doctor``: what is installed and what a config would do.
 
 Prints the installed vLLM version, whether the seam is present, whether the
-plugin entry point is registered, and what the given settings would activate.
+plugin entry point is registered, and what the given settings would activate:
+which gate will run, from which setting (``--additional-config`` and the
+``VLLM_ASCEND_BALANCE_SCHEDULING`` environment variable, as vLLM would read
+them), and what it does about an installed vllm-ascend's own balance patch.
 Exit status 1 when balance is requested but cannot work, else 0.
 """
 
@@ -127,6 +130,16 @@ def _config_view(args: argparse.Namespace) -> Any:
     )
 
 
+def _gate_line(plan: Any) -> str:
+    from vllm_ascend_balance.scheduler import SEAM
+
+    if plan.active:
+        return f"vllm-ascend-balance's, on Scheduler.{SEAM}() (one gather per step)"
+    if plan.ascend is not None and plan.requested:
+        return "none (vllm-ascend's own gate neutralised, this package's inactive)"
+    return "none"
+
+
 def run(args: argparse.Namespace) -> int:
     version = _vllm_version()
     print(f"vLLM installed:        {version or 'no'}")
@@ -148,6 +161,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict:               cannot work: {exc}")
         return 1
     print(f"setting:               {plan.requested} (from {plan.source})")
+    print(f"gate that will run:    {_gate_line(plan)}")
+    if plan.ascend is not None:
+        print(f"vllm-ascend:           {plan.ascend.describe()}")
     if plan.scheduler_cls is not None:
         print(f"scheduler class:       {plan.scheduler_cls.__qualname__}")
     if plan.active:

@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """The engine-core hook that drives the gather: one per active step.
 
-Composed onto vLLM's ``DPEngineCoreProc`` at activation time. It overrides
-only ``_has_global_unfinished_reqs()``. Upstream's ``run_busy_loop`` calls it
-exactly once per iteration that did not take the all-idle ``continue``
-(dummy-batch iterations included), right after the step; it is where the
-ranks re-synchronise on wave state (it all-reduces every few steps and at
-wave boundaries, and returns the cached answer in between). Gathering
+Installed (in an engine process where balance activates) on vLLM's own
+``DPEngineCoreProc._has_global_unfinished_reqs()``, so every subclass other
+plugins build in its place (vllm-ascend's DyntraLB, a test plugin) inherits
+it: the hook composes with their swaps of ``DPEngineCoreProc`` instead of
+replacing them. Upstream's ``run_busy_loop`` calls the method exactly once
+per iteration that did not take the all-idle ``continue`` (dummy-batch
+iterations included), right after the step; it is where the ranks
+re-synchronise on wave state (it all-reduces every few steps and at wave
+boundaries, and returns the cached answer in between). Gathering
 immediately after it means
 
 - every rank gathers on every active step, including a drained rank that
@@ -28,23 +31,77 @@ After the gather the step's numbers go to the engine's balance metrics
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
+from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.metrics import EngineBalanceMetrics
+from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
+
+logger = init_logger(__name__)
+
+HOOKED = "_has_global_unfinished_reqs"
+_ORIGINAL = "__vab_original__"
 
 
-class BalanceEngineHookMixin:
-    """Mixin for ``DPEngineCoreProc``: gather after the upstream DP sync."""
+def upstream_dp_engine(cls: type) -> type:
+    """vLLM's own ``DPEngineCoreProc`` in ``cls``'s MRO (``cls`` may be a
+    subclass another plugin swapped in under that name)."""
+    for klass in cls.__mro__:
+        if klass.__module__ == "vllm.v1.engine.core" and HOOKED in klass.__dict__:
+            return klass
+    raise TypeError(f"{cls.__qualname__} is not a vLLM DPEngineCoreProc")
 
-    _balance_metrics: EngineBalanceMetrics | None = None
 
-    def _has_global_unfinished_reqs(self, local_unfinished: bool) -> bool:
-        result = super()._has_global_unfinished_reqs(local_unfinished)  # type: ignore[misc]
-        scheduler: Any = self.scheduler  # type: ignore[attr-defined]
-        scheduler.dp_group = self.dp_group  # type: ignore[attr-defined]
-        scheduler.balance_gather()
-        metrics = self._balance_metrics
-        if metrics is None:
-            metrics = self._balance_metrics = EngineBalanceMetrics.for_engine(self)
-        metrics.record(scheduler)
+def gather_after_sync(engine: Any) -> None:
+    """The hook's body: hand the DP group to the scheduler, gather once,
+    record metrics. Every rank runs the same scheduler class, so a class
+    without the gate fails on every rank alike (no collective mismatch)."""
+    scheduler = engine.scheduler
+    if not isinstance(scheduler, BalanceSchedulerMixin):
+        raise RuntimeError(
+            f"balance scheduling: the engine built {type(scheduler).__qualname__}, "
+            f"which does not carry the balance gate: something replaced "
+            f"scheduler_config.scheduler_cls after balance activation"
+        )
+    scheduler.dp_group = engine.dp_group
+    scheduler.balance_gather()
+    metrics = engine.__dict__.get("_balance_metrics")
+    if metrics is None:
+        metrics = engine._balance_metrics = EngineBalanceMetrics.for_engine(engine)
+    metrics.record(scheduler)
+
+
+def _hooked(original: Callable[..., bool]) -> Callable[..., bool]:
+    @functools.wraps(original)
+    def _has_global_unfinished_reqs(self: Any, local_unfinished: bool) -> bool:
+        result = original(self, local_unfinished)
+        gather_after_sync(self)
         return result
+
+    setattr(_has_global_unfinished_reqs, _ORIGINAL, original)
+    return _has_global_unfinished_reqs
+
+
+def install_gather_hook(cls: type) -> None:
+    """Hook ``_has_global_unfinished_reqs`` of vLLM's ``DPEngineCoreProc``
+    (found in ``cls``'s MRO). Idempotent."""
+    base = upstream_dp_engine(cls)
+    current = base.__dict__[HOOKED]
+    if not hasattr(current, _ORIGINAL):
+        setattr(base, HOOKED, _hooked(current))
+
+
+def remove_gather_hook(cls: type) -> None:
+    """Undo :func:`install_gather_hook` (tests, and a process that runs a
+    balance-off engine after a balance-on one). Idempotent."""
+    base = upstream_dp_engine(cls)
+    original = getattr(base.__dict__[HOOKED], _ORIGINAL, None)
+    if original is not None:
+        setattr(base, HOOKED, original)
+
+
+def gather_hook_installed(cls: type) -> bool:
+    """Whether vLLM's ``DPEngineCoreProc`` under ``cls`` carries the hook."""
+    return hasattr(upstream_dp_engine(cls).__dict__[HOOKED], _ORIGINAL)

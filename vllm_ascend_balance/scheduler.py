@@ -44,7 +44,7 @@ class BalanceSchedulerMixin:
     """Leader-at-cap => global freeze of admission from WAITING.
 
     The engine core injects ``dp_group`` and calls :meth:`balance_gather` once
-    per active step (:class:`~vllm_ascend_balance.engine.BalanceEngineHookMixin`).
+    per active step (:func:`~vllm_ascend_balance.engine.install_gather_hook`).
     The gather sets :attr:`balance_frozen` for the next ``schedule()``:
     ``max(gathered len(running)) == admission_cap(self)`` (``==`` by contract,
     not ``>=`` and not "catch up to the leader"). Every rank sees the same

@@ -113,8 +113,12 @@ def _vllm_config(
 def scheduler_class(vllm_config: Any) -> type:
     """The class a DP engine core builds for ``vllm_config``: activation's own
     plan and composition (the balance mixin only where balance applies)."""
+    from vllm_ascend_balance import ascend_patch
     from vllm_ascend_balance.activation import compose_scheduler, plan_activation
+    from vllm_ascend_balance.config import read_balance_setting
 
+    if read_balance_setting(vllm_config).enabled:
+        ascend_patch.neutralise()  # as run_engine_core does, before resolving
     plan = plan_activation(vllm_config)
     base = vllm_config.scheduler_config.get_scheduler_cls()
     if not plan.active:
