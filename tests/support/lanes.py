@@ -12,12 +12,20 @@ PIN_FILES = {
     "release": REPO_ROOT / ".github" / "vllm-release-tag.commit",
     "main": REPO_ROOT / ".github" / "vllm-main-verified.commit",
     "fork": REPO_ROOT / ".github" / "vllm-fork-base.commit",
+    "ascend": REPO_ROOT / ".github" / "vllm-ascend-base.commit",
 }
+# The vllm-ascend release the ascend lane installs next to its vLLM.
+ASCEND_VERSION_FILE = REPO_ROOT / ".github" / "vllm-ascend.version"
 
 
 def pin_tag(lane: str) -> str:
     """The tag (``vX.Y.Z``) pinned for ``lane``."""
     return "".join(PIN_FILES[lane].read_text().split())
+
+
+def ascend_version() -> str:
+    """The vllm-ascend release pinned for the ascend lane."""
+    return "".join(ASCEND_VERSION_FILE.read_text().split())
 
 
 def installed_vllm_version() -> str:
