@@ -226,3 +226,67 @@ def test_vllm_ascend_balance_off_unchanged(
     assert not seen["gather_hook"]
     assert MIXIN not in seen["scheduler_mro"]
     assert seen["ascend_decides"] is False
+
+
+PROFILING = "vllm_ascend.patch.platform.patch_profiling_chunk"
+
+
+def _load_profiling_wrapper(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """vllm-ascend's profiling-chunk patch, as its platform imports it when
+    ``profiling_chunk_config`` is enabled: it wraps ``run_engine_core`` (a
+    plain function) and ``EngineCore.__init__`` (put back after the test)."""
+    monkeypatch.setattr(
+        engine_core_mod.EngineCore, "__init__", engine_core_mod.EngineCore.__init__
+    )
+    module = importlib.import_module(PROFILING)
+    return importlib.reload(module) if module.__name__ in _RELOADABLE else _mark(module)
+
+
+_RELOADABLE: set[str] = set()
+
+
+def _mark(module: Any) -> Any:
+    _RELOADABLE.add(module.__name__)
+    return module
+
+
+@needs_vllm_ascend
+@pytest.mark.parametrize("balance", ["off", "on"])
+def test_vllm_ascend_profiling_chunk_wrapper_composed(
+    balance: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vllm-ascend's own second wrapper stays in the chain: balance off, it
+    is the target, as without this package; balance on, it is the link
+    below this package's, and runs in the engine process."""
+    _ascend_front_end("ascend-first", "off", monkeypatch)
+    profiling = _load_profiling_wrapper(monkeypatch)
+    wrapper = profiling._patched_run_engine_core
+    assert engine_chain.current_target() is wrapper
+    cfg = _create(FORMS["nested"] if balance == "on" else OFF)
+    if balance == "off":
+        assert engine_chain.current_target() is wrapper
+    else:
+        assert engine_chain.resolve_next(activation.run_engine_core) is wrapper
+    seen = spawn_entry(engine_chain.current_target(), cfg, tmp_path / "out.json")
+    assert PROFILING in seen["modules"]
+    assert seen["engine_cls"] == _name(UPSTREAM_ENGINE)
+    assert seen["gather_hook"] is (balance == "on")
+    assert (seen["scheduler_mro"][1] == MIXIN) is (balance == "on")
+    assert seen["ascend_decides"] is False
+
+
+def test_profiling_chunk_config_refused_with_balance() -> None:
+    """vllm-ascend refuses the pair only when its own config reads balance
+    as on (not for the nested key on 0.23): this package refuses it for
+    every form, in one line."""
+    cfg = make_vllm_config(
+        data_parallel_size=2,
+        additional_config={
+            **FORMS["nested"],
+            "profiling_chunk_config": {"enabled": True},
+        },
+    )
+    with pytest.raises(activation.BalanceConfigError) as info:
+        activation.plan_activation(cfg)
+    message = str(info.value)
+    assert "\n" not in message and "profiling_chunk_config" in message
