@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -235,19 +236,12 @@ def _load_profiling_wrapper(monkeypatch: pytest.MonkeyPatch) -> Any:
     """vllm-ascend's profiling-chunk patch, as its platform imports it when
     ``profiling_chunk_config`` is enabled: it wraps ``run_engine_core`` (a
     plain function) and ``EngineCore.__init__`` (put back after the test)."""
-    monkeypatch.setattr(
-        engine_core_mod.EngineCore, "__init__", engine_core_mod.EngineCore.__init__
-    )
+    core = engine_core_mod.EngineCore
+    monkeypatch.setattr(core, "__init__", core.__init__)
+    loaded = PROFILING in sys.modules
     module = importlib.import_module(PROFILING)
-    return importlib.reload(module) if module.__name__ in _RELOADABLE else _mark(module)
-
-
-_RELOADABLE: set[str] = set()
-
-
-def _mark(module: Any) -> Any:
-    _RELOADABLE.add(module.__name__)
-    return module
+    # A second test re-runs its import-time wrapping on the current target.
+    return importlib.reload(module) if loaded else module
 
 
 @needs_vllm_ascend
