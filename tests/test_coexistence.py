@@ -39,7 +39,7 @@ import vllm.v1.engine.core as engine_core_mod
 from tests.support.engine_entry import spawn_entry
 from tests.support.vllm_objects import make_vllm_config
 from vllm_ascend_balance import activation, ascend_patch, engine_chain
-from vllm_ascend_balance.config import ENV_SETTING
+from vllm_ascend_balance.config import ENV_SETTING, LEGACY_SETTING
 from vllm_ascend_balance.engine import remove_gather_hook, upstream_dp_engine
 
 pytestmark = pytest.mark.multiproc
@@ -284,3 +284,22 @@ def test_profiling_chunk_config_refused_with_balance() -> None:
         activation.plan_activation(cfg)
     message = str(info.value)
     assert "\n" not in message and "profiling_chunk_config" in message
+
+
+@needs_vllm_ascend
+def test_doctor_says_what_it_neutralised(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from vllm_ascend_balance import doctor
+
+    parser = argparse.ArgumentParser()
+    doctor.add_arguments(parser)
+    args = parser.parse_args(
+        ["--additional-config", '{"enable_balance_scheduling": true}']
+    )
+    assert doctor.run(args) == 0
+    out = capsys.readouterr().out
+    assert "gate that will run:    vllm-ascend-balance's" in out
+    assert f"from {LEGACY_SETTING}" in out
+    version = ascend_patch.installed_version()
+    assert f"vllm-ascend {version}'s balance patch neutralised" in out

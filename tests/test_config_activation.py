@@ -824,3 +824,18 @@ def test_doctor_shows_bound_and_reach(capsys: pytest.CaptureFixture[str]) -> Non
     assert "cannot work:" in out and "neither calls super().schedule()" in out
     code, out = _doctor(capsys, "--additional-config", json.dumps(_bounded(0)))
     assert code == 1 and config.MAX_FROZEN_SETTING in out
+
+
+def test_doctor_names_the_gate_and_the_setting(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out = _doctor(capsys, "--additional-config", json.dumps(ON))
+    assert code == 0
+    assert f"from {SETTING}" in out
+    assert "gate that will run:    vllm-ascend-balance's" in out
+    monkeypatch.setenv(ENV_SETTING, "1")
+    code, out = _doctor(capsys)
+    assert code == 0 and f"from {ENV_SETTING}" in out
+    code, out = _doctor(capsys, "--data-parallel-size", "1")
+    assert code == 0 and "gate that will run:    none" in out
+    assert "data_parallel_size=1" in out
