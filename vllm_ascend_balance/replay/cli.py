@@ -32,7 +32,7 @@ from vllm_ascend_balance.replay.options import ReplayOptions, pacing
 from vllm_ascend_balance.replay.paths import check_outputs
 from vllm_ascend_balance.replay.progress import announced
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
-from vllm_ascend_balance.replay.workload import Workload
+from vllm_ascend_balance.replay.workload_types import Workload
 
 logger = init_logger(__name__)
 
