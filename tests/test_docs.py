@@ -14,6 +14,11 @@ and paths the README and the pages name still exist.
 - The paths: every ``scripts/...``, ``benchmarks/...``, ``tests/data/...``
   and ``upstream_patch/...`` path the README, CONTRIBUTING or a page names
   exists in the checkout.
+- The README's relative links (not part of the site, so mkdocs does not
+  check them): each file exists, each ``#anchor`` is a heading there.
+
+Each check has a negative control (a broken link, a stale command, a gone
+path, a stale README link must be found).
 """
 
 from __future__ import annotations
@@ -231,3 +236,40 @@ def test_negative_control_a_gone_path_is_found() -> None:
     seen, missing = _missing_paths({"x.md": text})
     assert seen == 3
     assert missing == ["x.md: benchmarks/no_such_bench.py", "x.md: scripts/gone"]
+
+
+def _github_slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def readme_link_errors(readme: str, root: Path) -> list[str]:
+    """Relative links of ``readme`` whose file, or heading anchor, is gone
+    (the README is not part of the site, so mkdocs does not check it)."""
+    errors: list[str] = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", readme):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        file, _, anchor = target.partition("#")
+        if not (root / file).exists():
+            errors.append(f"{target}: no {file}")
+        elif anchor:
+            headings = re.findall(r"^#+ (.+)$", (root / file).read_text(), re.M)
+            if anchor not in {_github_slug(h) for h in headings}:
+                errors.append(f"{target}: no heading #{anchor} in {file}")
+    return errors
+
+
+def test_readme_links_resolve() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert "](docs/install.md" in readme  # the links into the site are there
+    assert not readme_link_errors(readme, REPO_ROOT)
+
+
+def test_negative_control_stale_readme_links_are_found() -> None:
+    readme = "[a](docs/gone.md) [b](docs/install.md#no-such-heading) [c](LICENSE)"
+    assert readme_link_errors(readme, REPO_ROOT) == [
+        "docs/gone.md: no docs/gone.md",
+        "docs/install.md#no-such-heading: no heading #no-such-heading in "
+        "docs/install.md",
+    ]
