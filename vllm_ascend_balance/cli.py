@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
 
 
-def _main(argv: list[str] | None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand (tests check documented commands with it)."""
     parser = argparse.ArgumentParser(
         prog="vllm-ascend-balance",
         description="Balance scheduling for vLLM DP + MoE: diagnostics and replay.",
@@ -48,7 +49,15 @@ def _main(argv: list[str] | None) -> int:
             help="check the simulated replay engine against the real deployment",
         )
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _main(argv: list[str] | None) -> int:
+    from vllm_ascend_balance import doctor
+    from vllm_ascend_balance.replay import cli as replay_cli
+    from vllm_ascend_balance.replay import validate
+
+    args = build_parser().parse_args(argv)
     # Configures vLLM's logging (our loggers live under ``vllm.``) before any
     # subcommand logs; after parse_args, so that --help never imports vLLM.
     import vllm.logger  # noqa: F401

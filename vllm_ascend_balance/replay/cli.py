@@ -10,7 +10,8 @@ Exit status: 0 when every run completed every request, 1 when a run was
 interrupted or failed (the table then shows what was measured, the cause is
 printed in full) or an output could not be written, 2 for bad input or
 options (one line on stderr, no traceback, before any engine starts).
-Results go to stdout; progress, notes and vLLM's logs (unless
+Results go to stdout; progress (a line as each run starts and ends, and at
+least one a minute while it runs, terminal or not), notes and vLLM's logs (unless
 ``VLLM_LOGGING_STREAM`` or ``VLLM_LOGGING_CONFIG_PATH`` is set) to stderr.
 """
 
@@ -29,8 +30,9 @@ from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr, work_dir
 from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions, pacing
 from vllm_ascend_balance.replay.paths import check_outputs
+from vllm_ascend_balance.replay.progress import announced
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
-from vllm_ascend_balance.replay.workload import Workload
+from vllm_ascend_balance.replay.workload_types import Workload
 
 logger = init_logger(__name__)
 
@@ -81,15 +83,21 @@ def _run(options: ReplayOptions, workload: Workload) -> int:
     engine = load_engine(options.engine)
     runs: list[RunRecords] = []
     started = time.monotonic()
+    order = run_order(options.modes(), options.repeat)
     with vllm_logs_to_stderr():
-        for mode, i in run_order(options.modes(), options.repeat):
-            try:
-                records = engine.run(workload, mode, options, i)
-            except RecordingError as exc:
-                _error(f"{mode.label} run {i + 1}: {exc}")
-                return 1
-            except KeyboardInterrupt:
-                records = RunRecords(mode, i, options.dp, RunStatus.INTERRUPTED)
+        for k, (mode, i) in enumerate(order, 1):
+            what = f"run {k}/{len(order)}: mode {mode.label} (repetition {i + 1})"
+            with announced(what) as progress:
+                try:
+                    records = engine.run(workload, mode, options, i)
+                except RecordingError as exc:
+                    progress["status"] = "recording failed"
+                    _error(f"{mode.label} run {i + 1}: {exc}")
+                    return 1
+                except KeyboardInterrupt:
+                    records = RunRecords(mode, i, options.dp, RunStatus.INTERRUPTED)
+                if records.status is not RunStatus.OK:
+                    progress["status"] = records.status.value
             runs.append(records)
             if records.status is not RunStatus.OK:
                 break  # interrupted or failed: report what we have

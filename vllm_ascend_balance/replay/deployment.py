@@ -14,7 +14,7 @@ from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.costmodel import REPLAY_CONFIG_KEY, ReplaySettings
 from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions
-from vllm_ascend_balance.replay.workload import ReplayRequest
+from vllm_ascend_balance.replay.workload_types import ReplayRequest
 
 logger = init_logger(__name__)
 

@@ -4,7 +4,7 @@
 An engine runs one workload once in one mode and returns
 :class:`~vllm_ascend_balance.replay.records.RunRecords`; everything after it
 (metrics, comparison, report) reads only those records, so a new engine is a
-new class registered in :data:`ENGINES`, nothing else.
+new class registered in :data:`.registry.ENGINES`, nothing else.
 
 Contract of :meth:`ReplayEngine.run`:
 
@@ -22,20 +22,17 @@ import importlib
 from typing import TYPE_CHECKING, Protocol
 
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.registry import ENGINES
 
 if TYPE_CHECKING:
     from vllm_ascend_balance.replay.modes import Mode
     from vllm_ascend_balance.replay.options import ReplayOptions
     from vllm_ascend_balance.replay.records import RunRecords
-    from vllm_ascend_balance.replay.workload import Workload
+    from vllm_ascend_balance.replay.workload_types import Workload
+
+__all__ = ["ENGINES", "RecordingError", "ReplayEngine", "load_engine"]
 
 logger = init_logger(__name__)
-
-#: ``--engine`` name -> ``module:Class`` (imported only when chosen).
-ENGINES: dict[str, str] = {
-    "asyncllm": "vllm_ascend_balance.replay.engine_asyncllm:AsyncLLMEngine",
-    "sim": "vllm_ascend_balance.replay.engine_sim:SimEngine",
-}
 
 
 class RecordingError(RuntimeError):

@@ -44,7 +44,7 @@ from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.recorder import RankFile, rank_file, read_rank_file
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
-from vllm_ascend_balance.replay.workload import ReplayRequest, Workload
+from vllm_ascend_balance.replay.workload_types import ReplayRequest, Workload
 
 logger = init_logger(__name__)
 

@@ -22,7 +22,7 @@ from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.sim import SimOptions, simulate
-from vllm_ascend_balance.replay.workload import Workload
+from vllm_ascend_balance.replay.workload_types import Workload
 
 logger = init_logger(__name__)
 

@@ -27,7 +27,7 @@ from vllm_ascend_balance.replay.records import (
     RequestRecord,
     Step,
 )
-from vllm_ascend_balance.replay.workload import ReplayRequest
+from vllm_ascend_balance.replay.workload_types import ReplayRequest
 
 logger = init_logger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.costmodel import CostModel
-from vllm_ascend_balance.replay.engine import ENGINES
 from vllm_ascend_balance.replay.fields import check_bounds, flag, option
 from vllm_ascend_balance.replay.modes import Mode, parse_modes
+from vllm_ascend_balance.replay.registry import ENGINES
 from vllm_ascend_balance.replay.workload import Workload, load_workload
 
 logger = init_logger(__name__)

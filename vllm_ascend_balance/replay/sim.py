@@ -74,7 +74,7 @@ from vllm_ascend_balance.replay.sim_build import (
     dp_sync_rule,
 )
 from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
-from vllm_ascend_balance.replay.workload import ReplayRequest
+from vllm_ascend_balance.replay.workload_types import ReplayRequest
 from vllm_ascend_balance.scheduler import admission_cap
 
 __all__ = [

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.replay.costmodel import CostModel
-from vllm_ascend_balance.replay.workload import ReplayRequest
+from vllm_ascend_balance.replay.workload_types import ReplayRequest
 
 KV_BLOCK_SIZE = 16
 #: The sync interval of ``_has_global_unfinished_reqs`` in releases without

@@ -15,7 +15,7 @@ from vllm_ascend_balance.replay.heatmap import HEATMAP_MIN_DP, plot_heatmaps
 from vllm_ascend_balance.replay.metrics import RunMetrics, run_metrics
 from vllm_ascend_balance.replay.options import ReplayOptions, pacing
 from vllm_ascend_balance.replay.records import RunRecords
-from vllm_ascend_balance.replay.workload import Workload
+from vllm_ascend_balance.replay.workload_types import Workload
 
 logger = init_logger(__name__)
 

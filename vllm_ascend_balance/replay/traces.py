@@ -19,7 +19,7 @@ byte-order mark is accepted):
   pins the request to a DP rank (``AsyncLLM.generate(data_parallel_rank=)``),
   otherwise vLLM's DP load balancer chooses.
 
-Every reader error is a :class:`~.workload.WorkloadError` whose message
+Every reader error is a :class:`~.workload_types.WorkloadError` whose message
 names the file and line and says what is wrong, in one line.
 """
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.workload import ReplayRequest, WorkloadError
+from vllm_ascend_balance.replay.workload_types import ReplayRequest, WorkloadError
 
 logger = init_logger(__name__)
 

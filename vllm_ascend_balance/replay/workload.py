@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Replay input: the requests, the built-in workload, selection and checks.
+"""Replay input: the built-in workload, selection and checks.
 
-Traces are read by :mod:`.traces` (Azure CSV, JSONL); every input error is a
+The types (:class:`ReplayRequest`, :class:`Workload`, :class:`WorkloadError`)
+live in :mod:`.workload_types` and are re-exported here; traces are read by
+:mod:`.traces` (Azure CSV, JSONL); every input error is a
 :class:`WorkloadError` whose message is one line naming file and line.
 """
 
@@ -10,71 +12,30 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-
-logger = init_logger(__name__)
-
-AZURE_ATTRIBUTION = (
-    "Trace: Azure LLM inference trace 2023 (Azure Public Dataset; Patel et al., "
-    '"Splitwise: Efficient generative LLM inference using phase splitting", '
-    "ISCA 2024), licensed CC-BY 4.0."
+from vllm_ascend_balance.replay.traces import read_trace
+from vllm_ascend_balance.replay.workload_types import (
+    AZURE_ATTRIBUTION,
+    ReplayRequest,
+    Workload,
+    WorkloadError,
 )
 
+__all__ = [
+    "AZURE_ATTRIBUTION",
+    "ReplayRequest",
+    "Workload",
+    "WorkloadError",
+    "builtin_requests",
+    "check_lengths",
+    "load_workload",
+    "select",
+]
 
-class WorkloadError(ValueError):
-    """Bad replay input; the message is one line naming file and line."""
-
-
-@dataclass(frozen=True)
-class ReplayRequest:
-    """One request to replay.
-
-    Attributes:
-        index: position in the selected workload (0-based).
-        arrival_s: modeled seconds after the start of the replay.
-        prompt_tokens: prompt length in tokens (>= 1).
-        output_tokens: tokens to generate (>= 1; generation ignores EOS).
-        rank: DP rank to pin the request to, or None for vLLM's balancer.
-        origin: ``file:line`` (or ``builtin``) for messages.
-    """
-
-    index: int
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-    rank: int | None = None
-    origin: str = "builtin"
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A selected, checked workload and where it came from."""
-
-    requests: list[ReplayRequest]
-    source: str
-    kind: str  # "builtin", "azure-csv" or "jsonl"
-    clipped: int = 0
-
-    @property
-    def attribution(self) -> str | None:
-        return AZURE_ATTRIBUTION if self.kind == "azure-csv" else None
-
-    def summary(self) -> dict[str, Any]:
-        reqs = self.requests
-        return {
-            "source": self.source,
-            "kind": self.kind,
-            "requests": len(reqs),
-            "span_s": round(reqs[-1].arrival_s - reqs[0].arrival_s, 3) if reqs else 0,
-            "prompt_tokens": sum(r.prompt_tokens for r in reqs),
-            "output_tokens": sum(r.output_tokens for r in reqs),
-            "pinned_to_ranks": sum(r.rank is not None for r in reqs),
-            "clipped": self.clipped,
-        }
+logger = init_logger(__name__)
 
 
 # ------------------------------------------------------------------ built-in
@@ -242,8 +203,6 @@ def load_workload(
             raise WorkloadError(f"{path}: is a directory")
         if not path.exists():
             raise WorkloadError(f"{path}: no such file")
-        from vllm_ascend_balance.replay.traces import read_trace
-
         kind, requests = read_trace(path)
         source = str(path)
     chosen = select(
