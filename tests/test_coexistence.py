@@ -303,3 +303,54 @@ def test_doctor_says_what_it_neutralised(capsys: pytest.CaptureFixture[str]) -> 
     assert f"from {LEGACY_SETTING}" in out
     version = ascend_patch.installed_version()
     assert f"vllm-ascend {version}'s balance patch neutralised" in out
+
+
+@needs_vllm_ascend
+@pytest.mark.parametrize("neutralised", [True, False])
+def test_vllm_ascend_simulated_fleet_one_gate(
+    neutralised: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The simulated engine (real schedulers over vllm-ascend's classes, the
+    real gather code) with balance enabled as vllm-ascend 0.23 users do it
+    (the legacy key): one gather per active step on every rank, equal
+    vectors, frozen steps, no admission on a frozen step, every request done.
+    Negative control (``neutralised=False``): vllm-ascend's own gate reads
+    the same key and its copied ``schedule()`` never asks the seam, so a
+    frozen step admits."""
+    from vllm_ascend_balance.replay import sim_build
+    from vllm_ascend_balance.replay.sim import SimOptions, simulate
+    from vllm_ascend_balance.replay.workload import builtin_requests
+
+    _ascend_front_end("ascend-first", "off", monkeypatch)
+    build = sim_build._vllm_config
+
+    def legacy_key(opts: Any, balance: bool, model_dir: Any, extra: Any) -> Any:
+        cfg = build(opts, balance, model_dir, extra)
+        cfg.additional_config = {"enable_balance_scheduling": balance}
+        return cfg
+
+    monkeypatch.setattr(sim_build, "_vllm_config", legacy_key)
+    if not neutralised:
+        monkeypatch.setattr(ascend_patch, "neutralise", lambda: None)
+    patch = importlib.import_module(ascend_patch.PATCH_MODULE)
+    monkeypatch.setattr(patch, ascend_patch.DECIDER, patch._balance_scheduling_enabled)
+    requests = builtin_requests(seed=3, num_bursts=2, burst=(24, 30))
+    opts = SimOptions(dp_size=2, max_num_seqs=8, max_num_batched_tokens=1024)
+    result = simulate(True, requests, opts)
+
+    mro = result.starts[0].scheduler
+    assert mro == "BalanceBalanceScheduler", mro  # our gate over vllm-ascend's class
+    frozen_admits = [
+        s for rank in result.rank_steps for s in rank if s.frozen and s.new_requests
+    ]
+    if not neutralised:
+        assert frozen_admits, "vllm-ascend's own gate was expected to bypass ours"
+        return
+    assert frozen_admits == []
+    assert result.board_gathers == [result.steps] * opts.dp_size
+    assert all(len(g) == result.steps for g in result.gathers)
+    assert sum(s.frozen for s in result.rank_steps[0]) > 0
+    done = [
+        r for rank in result.rank_requests for r in rank if r.finish_step is not None
+    ]
+    assert len(done) == len(requests)

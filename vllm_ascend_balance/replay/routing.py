@@ -47,11 +47,23 @@ class _LBClientState:
         self.client_count = 1
         self.client_index = 0
         self.core_engines: list[int] = list(range(dp_size))
-        self.lb_engines: list[list[int | float]] = [[0, 0, 0.0] for _ in range(dp_size)]
+        fields = _lb_fields()
+        self.lb_engines: list[list[int | float]] = [
+            [0, 0, 0.0][:fields] for _ in range(dp_size)
+        ]
         self.engine_inflight: Counter[int] = Counter()
         self.streaming_reqs: set[str] = set()  # newer releases track sessions
         self.reqs_in_flight: dict[str, int] = {}
         self.eng_start_index = 0
+
+
+def _lb_fields() -> int:
+    """Fields per engine in the coordinator's stats: releases whose
+    scheduler reports ``get_kv_cache_usage()`` publish it as a third field
+    next to waiting and running (their balancer unpacks three)."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    return 3 if hasattr(Scheduler, "get_kv_cache_usage") else 2
 
 
 class _RequestStub:
@@ -103,7 +115,10 @@ class Router:
         counts = self._state.lb_engines
         for rank, sched in enumerate(schedulers):
             running, waiting = sched.get_request_counts()
-            counts[rank] = [waiting, running, sched.get_kv_cache_usage()]
+            if len(counts[rank]) == 2:
+                counts[rank] = [waiting, running]
+            else:
+                counts[rank] = [waiting, running, sched.get_kv_cache_usage()]
 
     def route(self, request_id: str, index: int, pinned: int | None) -> int:
         """The DP rank for request ``index`` (``pinned``: the JSONL rank)."""
