@@ -35,6 +35,7 @@ from vllm_ascend_balance import ascend_patch, engine_chain, metrics
 from vllm_ascend_balance.config import (
     MAX_FROZEN_SETTING,
     SETTING,
+    STALL_SETTING,
     BalanceConfigError,
     check_pd_mixed,
     read_balance_setting,
@@ -206,6 +207,12 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         if bound is None
         else f"freeze bounded: after {bound} consecutive frozen steps the gate "
         f"opens for one step ({MAX_FROZEN_SETTING})"
+    )
+    stall = setting.stall_warning_s
+    plan.notes.append(
+        "stall warning off"
+        if stall is None
+        else f"stall warning after {stall:g} s in a gather ({STALL_SETTING})"
     )
     plan.notes.append(
         f"gate on {base.__name__} (its schedule() reaches Scheduler.{SEAM}), "

@@ -26,18 +26,23 @@ Unlike upstream's throttled all-reduce, the gather runs every active step
 by ``benchmarks/bench_gather.py``. CONTRIBUTING.md tells both deadlocks.
 
 After the gather the step's numbers go to the engine's balance metrics
-(:mod:`vllm_ascend_balance.metrics`), created at the first gather.
+(:mod:`vllm_ascend_balance.metrics`), created at the first gather. Around
+it the hook stamps the gather's start for the stall watchdog
+(:mod:`vllm_ascend_balance.stall`), created before the first gather (the
+first one can stall too: a peer that never starts).
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.metrics import EngineBalanceMetrics
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
+from vllm_ascend_balance.stall import StallWatchdog
 
 logger = init_logger(__name__)
 
@@ -66,7 +71,14 @@ def gather_after_sync(engine: Any) -> None:
             f"scheduler_config.scheduler_cls after balance activation"
         )
     scheduler.dp_group = engine.dp_group
-    scheduler.balance_gather()
+    watchdog = engine.__dict__.get("_balance_watchdog")
+    if watchdog is None:
+        watchdog = engine._balance_watchdog = StallWatchdog.for_engine(engine)
+    watchdog.started = time.monotonic()
+    try:
+        scheduler.balance_gather()
+    finally:
+        watchdog.started = None
     metrics = engine.__dict__.get("_balance_metrics")
     if metrics is None:
         metrics = engine._balance_metrics = EngineBalanceMetrics.for_engine(engine)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +94,16 @@ SERIES = (
     ),
 )
 
+#: Written by the stall watchdog (:mod:`~vllm_ascend_balance.stall`), from
+#: its own thread, into its own file (:func:`open_gauge`).
+WAIT_SERIES = Series(
+    "vllm:balance_gather_wait_seconds",
+    "gauge",
+    "",
+    "Seconds the balance gather in progress has waited for its DP peers "
+    "(0 when none is waiting); sampled by the stall watchdog.",
+)
+
 _front_end_dir: tempfile.TemporaryDirectory[str] | None = None
 
 
@@ -120,6 +131,35 @@ def engine_metrics_dir() -> str | None:
     """Where this engine process writes its series, or None (not served)."""
     path = os.environ.get(PROMETHEUS_DIR_ENV) or os.environ.get(METRICS_DIR_ENV)
     return path if path and os.path.isdir(path) else None
+
+
+def open_gauge(
+    directory: str, series: Series, labelvalues: list[str], tag: str
+) -> Callable[[float], None]:
+    """A writer of one gauge in the multi-process file format, in a file of
+    its own (``gauge_mostrecent_<tag>-<pid>.db``): a thread other than the
+    engine's main thread writes it, and two writers on one mmap file could
+    corrupt it. Returns ``write(value)``."""
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    path = os.path.join(directory, f"gauge_mostrecent_{tag}-{os.getpid()}.db")
+    target = MmapedDict(path)
+    key = mmap_key(series.name, series.name, list(LABELS), labelvalues, series.help)
+    target.write_value(key, 0.0, time.time())
+
+    def write(value: float) -> None:
+        target.write_value(key, value, time.time())
+
+    return write
+
+
+def engine_labels(engine: Any) -> tuple[int, str]:
+    """``(dp_rank, served model name)`` of a ``DPEngineCoreProc`` (tolerates
+    a partly built one)."""
+    config = getattr(engine, "vllm_config", None)
+    model_config = getattr(config, "model_config", None)
+    model_name = getattr(model_config, "served_model_name", None) or ""
+    return int(getattr(engine, "dp_rank", 0)), str(model_name)
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -175,20 +215,13 @@ class EngineBalanceMetrics:
     @classmethod
     def for_engine(cls, engine: Any) -> EngineBalanceMetrics:
         """Build from a ``DPEngineCoreProc`` (tolerates a partly built one)."""
-        config = getattr(engine, "vllm_config", None)
-        model_config = getattr(config, "model_config", None)
-        model_name = getattr(model_config, "served_model_name", None) or ""
+        dp_rank, model_name = engine_labels(engine)
         interval = None
         if getattr(engine, "log_stats", False):
             import vllm.envs as envs
 
             interval = float(envs.VLLM_LOG_STATS_INTERVAL)
-        return cls(
-            int(getattr(engine, "dp_rank", 0)),
-            str(model_name),
-            engine_metrics_dir(),
-            interval,
-        )
+        return cls(dp_rank, model_name, engine_metrics_dir(), interval)
 
     def record(self, scheduler: Any) -> None:
         """After one gather: update the files and, once per interval, log."""
