@@ -31,7 +31,7 @@ from typing import Any
 import vllm.v1.engine.core as engine_core_mod
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from vllm_ascend_balance import ascend_patch, engine_chain, metrics
+from vllm_ascend_balance import ascend_patch, engine_chain, metrics, stats_carrier
 from vllm_ascend_balance.config import (
     MAX_FROZEN_SETTING,
     SETTING,
@@ -293,6 +293,8 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
             engine_chain.uninstall(run_engine_core)
         if plan.active:
             metrics.serve_from_front_end()
+            if not getattr(self, "disable_log_stats", True):
+                stats_carrier.install_front_end()
         return vllm_config
 
     checked.__vab_checked__ = True  # type: ignore[attr-defined]

@@ -24,6 +24,10 @@ happens only on a scrape. The series (see :data:`SERIES`) use vLLM's
 (the DP rank), so they sit next to vLLM's own per-engine series in
 dashboards; the ``balance_`` sub-prefix keeps them apart from upstream names.
 
+Where stats are on, the series travel in the engines' stats instead
+(:mod:`~vllm_ascend_balance.stats_carrier`, every node's engines); the
+files then hold only the stall watchdog's wait gauge.
+
 Each engine core also logs one INFO line per vLLM stats interval
 (``VLLM_LOG_STATS_INTERVAL``, only when stats logging is on): freeze share,
 fail-open steps and the gather's p50/p99 over the interval.
@@ -241,6 +245,8 @@ class EngineBalanceMetrics:
     ) -> None:
         self.dp_rank = dp_rank
         self.log_interval_s = log_interval_s
+        #: Whether the series travel in the engine's stats instead of files.
+        self.carried = False
         self._next_log = time.monotonic() + (log_interval_s or 0.0)
         self._interval_gather_s: list[float] = []
         self._interval_start: tuple[int, int, int] = (0, 0, 0)
@@ -270,11 +276,17 @@ class EngineBalanceMetrics:
         """Build from a ``DPEngineCoreProc`` (tolerates a partly built one)."""
         dp_rank, model_name = engine_labels(engine)
         interval = None
-        if getattr(engine, "log_stats", False):
+        carried = bool(getattr(engine, "log_stats", False))
+        if carried:
             import vllm.envs as envs
 
             interval = float(envs.VLLM_LOG_STATS_INTERVAL)
-        return cls(dp_rank, model_name, engine_metrics_dir(), interval)
+        # With stats on, the series travel in the engine's stats
+        # (stats_carrier) and files would duplicate them on /metrics.
+        directory = None if carried else engine_metrics_dir()
+        built = cls(dp_rank, model_name, directory, interval)
+        built.carried = carried
+        return built
 
     def record(self, scheduler: Any) -> None:
         """After one gather: update the files and, once per interval, log."""
