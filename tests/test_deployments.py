@@ -26,21 +26,19 @@ Timeouts are hang guards only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.lanes import current_lane
 from tests.test_serve_metrics import (
     EXECUTOR,
     Server,
@@ -143,10 +141,8 @@ def _shutdown(dep: Deployment) -> list[str]:
     """SIGTERM every process group, wait (hang guard), SIGKILL leftovers;
     returns what had to be killed."""
     for proc in dep.procs():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + SHUTDOWN_GUARD_S
     killed = []
     for proc in dep.procs():
@@ -159,10 +155,8 @@ def _shutdown(dep: Deployment) -> list[str]:
             time.sleep(0.2)
         else:
             killed.append(f"process group {proc.pid}")
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         proc.wait(timeout=30)
     return killed
 
