@@ -64,6 +64,8 @@ COUNTERS = (
     "vllm:balance_gather_seconds",
 )
 SPREAD = "vllm:balance_running_spread"
+WAIT = "vllm:balance_gather_wait_seconds"  # the stall watchdog's gauge
+GAUGES = (SPREAD, WAIT)
 
 
 def free_port() -> int:
@@ -214,7 +216,11 @@ def scrape(server: Server) -> dict[str, dict[str, float]]:
     for family in text_string_to_metric_families(text):
         if not family.name.startswith("vllm:balance_"):
             continue
-        assert family.type == ("gauge" if family.name == SPREAD else "counter")
+        if family.name.endswith("_created"):
+            # prometheus_client's text format: a counter's creation time,
+            # as a gauge family of its own (vLLM's counters have them too).
+            continue
+        assert family.type == ("gauge" if family.name in GAUGES else "counter")
         assert family.documentation, f"{family.name} has no help text"
         for sample in family.samples:
             if sample.name.endswith("_created"):

@@ -31,10 +31,11 @@ from typing import Any
 import vllm.v1.engine.core as engine_core_mod
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from vllm_ascend_balance import ascend_patch, engine_chain, metrics
+from vllm_ascend_balance import ascend_patch, engine_chain, metrics, stats_carrier
 from vllm_ascend_balance.config import (
     MAX_FROZEN_SETTING,
     SETTING,
+    STALL_SETTING,
     BalanceConfigError,
     check_pd_mixed,
     read_balance_setting,
@@ -207,6 +208,12 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         else f"freeze bounded: after {bound} consecutive frozen steps the gate "
         f"opens for one step ({MAX_FROZEN_SETTING})"
     )
+    stall = setting.stall_warning_s
+    plan.notes.append(
+        "stall warning off"
+        if stall is None
+        else f"stall warning after {stall:g} s in a gather ({STALL_SETTING})"
+    )
     plan.notes.append(
         f"gate on {base.__name__} (its schedule() reaches Scheduler.{SEAM}), "
         f"gather after DPEngineCoreProc._has_global_unfinished_reqs, "
@@ -286,6 +293,8 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
             engine_chain.uninstall(run_engine_core)
         if plan.active:
             metrics.serve_from_front_end()
+            if not getattr(self, "disable_log_stats", True):
+                stats_carrier.install_front_end()
         return vllm_config
 
     checked.__vab_checked__ = True  # type: ignore[attr-defined]

@@ -29,6 +29,13 @@ The opt-in bound against starvation is
 JSON integer N; absent or null = the unbounded contract): after N consecutive
 frozen gathers the gate opens for one step (a "fail-open" step).
 
+The stall warning is
+``additional_config.scheduler_config.balance_stall_warning_s`` (seconds, a
+positive JSON number; ``0`` turns it off; absent or null =
+:data:`DEFAULT_STALL_WARNING_S`): a rank whose gather has waited that long
+for its peers logs a warning, repeated at that interval, while it waits
+(:mod:`~vllm_ascend_balance.stall`).
+
 The functions only read the ``VllmConfig`` they are given and the
 environment mapping (``os.environ`` unless one is passed).
 """
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,9 +66,25 @@ MAX_FROZEN_EXAMPLE = (
     '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
     'true, "balance_max_frozen_steps": 64}}\''
 )
+STALL_SETTING = "additional_config.scheduler_config.balance_stall_warning_s"
+STALL_EXAMPLE = (
+    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
+    'true, "balance_stall_warning_s": 60}}\''
+)
+#: Default stall warning threshold, seconds. On by default, and generous: in
+#: a MoE deployment the ranks step in lock step, so a healthy gather waits
+#: at most for the slowest peer's step (milliseconds to a few seconds, even
+#: for a long prefill or a first-step graph compile); a minute without a
+#: peer is a stall an operator wants to hear about, and otherwise sees
+#: nowhere (/health stays 200 while every rank waits).
+DEFAULT_STALL_WARNING_S = 60.0
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 #: The keys this package reads under ``additional_config.scheduler_config``.
-KEYS = ("enable_balance_scheduling", "balance_max_frozen_steps")
+KEYS = (
+    "enable_balance_scheduling",
+    "balance_max_frozen_steps",
+    "balance_stall_warning_s",
+)
 
 
 class BalanceConfigError(ValueError):
@@ -79,11 +103,15 @@ class BalanceSetting:
         max_frozen_steps: :data:`MAX_FROZEN_SETTING`, the most consecutive
             frozen gathers before a fail-open step; None = unbounded (the
             contract as it is).
+        stall_warning_s: :data:`STALL_SETTING`, seconds a gather may wait
+            for its peers before the rank warns (and again every as many
+            seconds); None = off.
     """
 
     enabled: bool
     source: str
     max_frozen_steps: int | None = None
+    stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
 
 
 def _require_bool(value: Any, setting: str) -> bool:
@@ -122,6 +150,38 @@ def _read_max_frozen_steps(sched: dict[str, Any]) -> int | None:
     return value
 
 
+def _read_stall_warning_s(sched: dict[str, Any]) -> float | None:
+    value = sched.get("balance_stall_warning_s")
+    if value is None:
+        return DEFAULT_STALL_WARNING_S
+    # bool is an int subclass: true must not read as 1 s.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise BalanceConfigError(
+            f"{STALL_SETTING} must be a positive JSON number of seconds (a "
+            f"gather waiting that long for its DP peers logs a warning), or 0 "
+            f"to turn the warning off, got {json.dumps(value, default=str)}: "
+            f"use e.g. {STALL_EXAMPLE}"
+        )
+    return float(value) if value > 0 else None
+
+
+def read_stall_warning_s(vllm_config: Any) -> float | None:
+    """:data:`STALL_SETTING` of ``vllm_config`` in seconds, None = off (for
+    the engine process, without re-reading the other settings and repeating
+    their warnings).
+
+    Raises:
+        BalanceConfigError: the value is not a non-negative number.
+    """
+    additional = getattr(vllm_config, "additional_config", None) or {}
+    return _read_stall_warning_s(_scheduler_section(additional))
+
+
 def _refuse_misspelled_keys(
     section: dict[str, Any], where: str, known: tuple[str, ...]
 ) -> None:
@@ -148,7 +208,8 @@ def read_balance_setting(
         BalanceConfigError: a JSON value is not a boolean, the environment
             variable is not ``0``/``1``/``true``/``false``,
             ``scheduler_config`` in ``additional_config`` is not a mapping,
-            :data:`MAX_FROZEN_SETTING` is not a positive integer, or a key is
+            :data:`MAX_FROZEN_SETTING` is not a positive integer,
+            :data:`STALL_SETTING` is not a non-negative number, or a key is
             one typo away from one of these settings.
     """
     additional = getattr(vllm_config, "additional_config", None) or {}
@@ -156,10 +217,11 @@ def read_balance_setting(
     _refuse_misspelled_keys(sched, "additional_config.scheduler_config", KEYS)
     _refuse_misspelled_keys(additional, "additional_config", KEYS[:1])
     max_frozen = _read_max_frozen_steps(sched)
+    stall_warning_s = _read_stall_warning_s(sched)
     enabled, source = _read_enabled(
         additional, sched, os.environ if environ is None else environ
     )
-    return BalanceSetting(enabled, source, max_frozen)
+    return BalanceSetting(enabled, source, max_frozen, stall_warning_s)
 
 
 def _read_env(environ: Mapping[str, str]) -> bool | None:

@@ -26,18 +26,26 @@ Unlike upstream's throttled all-reduce, the gather runs every active step
 by ``benchmarks/bench_gather.py``. CONTRIBUTING.md tells both deadlocks.
 
 After the gather the step's numbers go to the engine's balance metrics
-(:mod:`vllm_ascend_balance.metrics`), created at the first gather.
+(:mod:`vllm_ascend_balance.metrics`), created at the first gather; where
+stats are on they travel to the front-end in the engine's stats
+(:mod:`vllm_ascend_balance.stats_carrier`). Around
+it the hook stamps the gather's start for the stall watchdog
+(:mod:`vllm_ascend_balance.stall`), created before the first gather (the
+first one can stall too: a peer that never starts).
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
+from vllm_ascend_balance import stats_carrier
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.metrics import EngineBalanceMetrics
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
+from vllm_ascend_balance.stall import StallWatchdog
 
 logger = init_logger(__name__)
 
@@ -54,10 +62,12 @@ def upstream_dp_engine(cls: type) -> type:
     raise TypeError(f"{cls.__qualname__} is not a vLLM DPEngineCoreProc")
 
 
-def gather_after_sync(engine: Any) -> None:
+def gather_after_sync(engine: Any, engines_running: bool = True) -> None:
     """The hook's body: hand the DP group to the scheduler, gather once,
-    record metrics. Every rank runs the same scheduler class, so a class
-    without the gate fails on every rank alike (no collective mismatch)."""
+    record metrics (``engines_running``: upstream's answer; False at a
+    wave's end, when the stats carrier flushes). Every rank runs the same
+    scheduler class, so a class without the gate fails on every rank alike
+    (no collective mismatch)."""
     scheduler = engine.scheduler
     if not isinstance(scheduler, BalanceSchedulerMixin):
         raise RuntimeError(
@@ -66,18 +76,29 @@ def gather_after_sync(engine: Any) -> None:
             f"scheduler_config.scheduler_cls after balance activation"
         )
     scheduler.dp_group = engine.dp_group
-    scheduler.balance_gather()
+    watchdog = engine.__dict__.get("_balance_watchdog")
+    if watchdog is None:
+        watchdog = engine._balance_watchdog = StallWatchdog.for_engine(engine)
+    watchdog.started = time.monotonic()
+    try:
+        scheduler.balance_gather()
+    finally:
+        watchdog.started = None
     metrics = engine.__dict__.get("_balance_metrics")
     if metrics is None:
         metrics = engine._balance_metrics = EngineBalanceMetrics.for_engine(engine)
+        if metrics.carried:
+            stats_carrier.attach(scheduler)
     metrics.record(scheduler)
+    if metrics.carried and not engines_running:
+        stats_carrier.flush(engine)
 
 
 def _hooked(original: Callable[..., bool]) -> Callable[..., bool]:
     @functools.wraps(original)
     def _has_global_unfinished_reqs(self: Any, local_unfinished: bool) -> bool:
         result = original(self, local_unfinished)
-        gather_after_sync(self)
+        gather_after_sync(self, bool(result))
         return result
 
     setattr(_has_global_unfinished_reqs, _ORIGINAL, original)

@@ -24,6 +24,10 @@ happens only on a scrape. The series (see :data:`SERIES`) use vLLM's
 (the DP rank), so they sit next to vLLM's own per-engine series in
 dashboards; the ``balance_`` sub-prefix keeps them apart from upstream names.
 
+Where stats are on, the series travel in the engines' stats instead
+(:mod:`~vllm_ascend_balance.stats_carrier`, every node's engines); the
+files then hold only the stall watchdog's wait gauge.
+
 Each engine core also logs one INFO line per vLLM stats interval
 (``VLLM_LOG_STATS_INTERVAL``, only when stats logging is on): freeze share,
 fail-open steps and the gather's p50/p99 over the interval.
@@ -32,8 +36,10 @@ fail-open steps and the gather's p50/p99 over the interval.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +48,8 @@ from vllm_ascend_balance.logger import init_logger
 logger = init_logger(__name__)
 
 METRICS_DIR_ENV = "VAB_METRICS_DIR"
+#: Front-end metrics directories: ``<temp dir>/vllm-ascend-balance-<pid>-*``.
+DIR_PREFIX = "vllm-ascend-balance-"
 PROMETHEUS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LABELS = ("model_name", "engine")
 
@@ -93,12 +101,23 @@ SERIES = (
     ),
 )
 
+#: Written by the stall watchdog (:mod:`~vllm_ascend_balance.stall`), from
+#: its own thread, into its own file (:func:`open_gauge`).
+WAIT_SERIES = Series(
+    "vllm:balance_gather_wait_seconds",
+    "gauge",
+    "",
+    "Seconds the balance gather in progress has waited for its DP peers "
+    "(0 when none is waiting); sampled by the stall watchdog.",
+)
+
 _front_end_dir: tempfile.TemporaryDirectory[str] | None = None
 
 
 def serve_from_front_end() -> None:
     """Make the engines' balance series reach this process's ``/metrics``
-    (idempotent; front-end process, before engines start).
+    (idempotent; front-end process, before engines start). First removes
+    the directories of killed runs (:func:`remove_stale_dirs`).
 
     Does nothing when ``PROMETHEUS_MULTIPROC_DIR`` is set (vLLM's own
     multi-process collector serves the engines' files then)."""
@@ -108,7 +127,10 @@ def serve_from_front_end() -> None:
     from prometheus_client import REGISTRY
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    _front_end_dir = tempfile.TemporaryDirectory(prefix="vllm-ascend-balance-")
+    remove_stale_dirs()
+    # The owner's pid in the name lets the next start tell a killed run's
+    # directory (its owner gone) from a live server's.
+    _front_end_dir = tempfile.TemporaryDirectory(prefix=f"{DIR_PREFIX}{os.getpid()}-")
     os.environ[METRICS_DIR_ENV] = _front_end_dir.name
     # Registered on the default registry, which vLLM's /metrics serves with
     # one API server; it has no ``_name``, so vLLM's unregister_vllm_metrics()
@@ -116,10 +138,85 @@ def serve_from_front_end() -> None:
     MultiProcessCollector(REGISTRY, path=_front_end_dir.name)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        return True
+    return True
+
+
+def remove_stale_dirs(parent: str | None = None) -> list[str]:
+    """Remove the metrics directories of front-ends that are gone (a run
+    killed with SIGKILL never cleans up its ``TemporaryDirectory``).
+
+    Looks in ``parent`` (default: the temp dir) for
+    ``vllm-ascend-balance-<pid>-*`` directories and removes those whose
+    ``<pid>`` is not a running process; a live owner's directory, and one
+    whose name carries no pid, are left alone. Errors (a directory removed
+    concurrently, no permission) are ignored. Returns the removed paths.
+    """
+    parent = parent or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(DIR_PREFIX):
+            continue
+        owner = name[len(DIR_PREFIX) :].split("-", 1)[0]
+        path = os.path.join(parent, name)
+        if not owner.isdigit() or _pid_alive(int(owner)) or not os.path.isdir(path):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            removed.append(path)
+    if removed:
+        logger.info(
+            "balance scheduling: removed %d metrics directories of runs that "
+            "are gone: %s",
+            len(removed),
+            ", ".join(removed),
+        )
+    return removed
+
+
 def engine_metrics_dir() -> str | None:
     """Where this engine process writes its series, or None (not served)."""
     path = os.environ.get(PROMETHEUS_DIR_ENV) or os.environ.get(METRICS_DIR_ENV)
     return path if path and os.path.isdir(path) else None
+
+
+def open_gauge(
+    directory: str, series: Series, labelvalues: list[str], tag: str
+) -> Callable[[float], None]:
+    """A writer of one gauge in the multi-process file format, in a file of
+    its own (``gauge_mostrecent_<tag>-<pid>.db``): a thread other than the
+    engine's main thread writes it, and two writers on one mmap file could
+    corrupt it. Returns ``write(value)``."""
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    path = os.path.join(directory, f"gauge_mostrecent_{tag}-{os.getpid()}.db")
+    target = MmapedDict(path)
+    key = mmap_key(series.name, series.name, list(LABELS), labelvalues, series.help)
+    target.write_value(key, 0.0, time.time())
+
+    def write(value: float) -> None:
+        target.write_value(key, value, time.time())
+
+    return write
+
+
+def engine_labels(engine: Any) -> tuple[int, str]:
+    """``(dp_rank, served model name)`` of a ``DPEngineCoreProc`` (tolerates
+    a partly built one)."""
+    config = getattr(engine, "vllm_config", None)
+    model_config = getattr(config, "model_config", None)
+    model_name = getattr(model_config, "served_model_name", None) or ""
+    return int(getattr(engine, "dp_rank", 0)), str(model_name)
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -148,6 +245,8 @@ class EngineBalanceMetrics:
     ) -> None:
         self.dp_rank = dp_rank
         self.log_interval_s = log_interval_s
+        #: Whether the series travel in the engine's stats instead of files.
+        self.carried = False
         self._next_log = time.monotonic() + (log_interval_s or 0.0)
         self._interval_gather_s: list[float] = []
         self._interval_start: tuple[int, int, int] = (0, 0, 0)
@@ -175,20 +274,19 @@ class EngineBalanceMetrics:
     @classmethod
     def for_engine(cls, engine: Any) -> EngineBalanceMetrics:
         """Build from a ``DPEngineCoreProc`` (tolerates a partly built one)."""
-        config = getattr(engine, "vllm_config", None)
-        model_config = getattr(config, "model_config", None)
-        model_name = getattr(model_config, "served_model_name", None) or ""
+        dp_rank, model_name = engine_labels(engine)
         interval = None
-        if getattr(engine, "log_stats", False):
+        carried = bool(getattr(engine, "log_stats", False))
+        if carried:
             import vllm.envs as envs
 
             interval = float(envs.VLLM_LOG_STATS_INTERVAL)
-        return cls(
-            int(getattr(engine, "dp_rank", 0)),
-            str(model_name),
-            engine_metrics_dir(),
-            interval,
-        )
+        # With stats on, the series travel in the engine's stats
+        # (stats_carrier) and files would duplicate them on /metrics.
+        directory = None if carried else engine_metrics_dir()
+        built = cls(dp_rank, model_name, directory, interval)
+        built.carried = carried
+        return built
 
     def record(self, scheduler: Any) -> None:
         """After one gather: update the files and, once per interval, log."""

@@ -26,10 +26,26 @@ def run_processes(
     """Run ``target(*args[i])`` in one spawned daemon process per ``args``
     entry, wait up to ``timeout`` seconds in all (a hang guard, not a timed
     assertion), kill the ones still alive."""
+    return join_processes(start_processes(target, args), timeout)
+
+
+def start_processes(
+    target: Callable[..., Any], args: Sequence[tuple]
+) -> list[multiprocessing.process.BaseProcess]:
+    """Start ``target(*args[i])`` in one spawned daemon process per ``args``
+    entry (for a test that signals them before :func:`join_processes`)."""
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=target, args=a, daemon=True) for a in args]
     for proc in procs:
         proc.start()
+    return list(procs)
+
+
+def join_processes(
+    procs: Sequence[multiprocessing.process.BaseProcess], timeout: float
+) -> Joined:
+    """Wait up to ``timeout`` seconds in all for ``procs`` (a hang guard),
+    kill the ones still alive (SIGKILL ends a stopped process too)."""
     deadline = time.monotonic() + timeout
     for proc in procs:
         proc.join(max(deadline - time.monotonic(), 0))
