@@ -41,6 +41,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.lanes import on_one_lane_only
 from tests.test_serve_metrics import (
     EXECUTOR,
     Server,
@@ -55,11 +56,7 @@ from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        os.environ.get("VAB_LANE", "release") != "release",
-        reason="deployment shapes run on the release lane only (CI budget); "
-        "the shapes do not differ between lanes",
-    ),
+    on_one_lane_only("the test of the deployment shapes"),
 ]
 
 REQUESTS = 8

