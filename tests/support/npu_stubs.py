@@ -98,6 +98,11 @@ class _StubLoader(importlib.abc.Loader):
                 torch.npu = npu  # type: ignore[attr-defined]
             if not hasattr(torch.version, "cann"):
                 torch.version.cann = None  # type: ignore[attr-defined]
+            # The real one names torch's PrivateUse1 backend "npu", so
+            # torch.device("npu") parses (vLLM's DeviceConfig builds one);
+            # nothing can be allocated on it here.
+            if torch._C._get_privateuse1_backend_name() == "privateuseone":
+                torch.utils.rename_privateuse1_backend("npu")
             if not hasattr(torch.distributed, "is_hccl_available"):
                 torch.distributed.is_hccl_available = lambda: False  # type: ignore[attr-defined]
 
