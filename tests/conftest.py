@@ -31,6 +31,16 @@ def pytest_collection_modifyitems(
     """Skip the ``e2e`` tests (whole ``AsyncLLM`` deployments) where vLLM has
     no platform it can run on here, with the reason in the -ra summary;
     everything else runs."""
+    no_ascend = [
+        item for item in items if item.get_closest_marker("without_vllm_ascend")
+    ]
+    if no_ascend:
+        from tests.support.lanes import vllm_ascend_platform_reason
+
+        ascend_reason = vllm_ascend_platform_reason()
+        if ascend_reason:
+            for item in no_ascend:
+                item.add_marker(pytest.mark.skip(reason=ascend_reason))
     e2e = [item for item in items if item.get_closest_marker("e2e")]
     if not e2e:
         return

@@ -218,6 +218,7 @@ def _fake_ascend_config(
     monkeypatch.setitem(sys.modules, "vllm_ascend.ascend_config", module)
 
 
+@pytest.mark.without_vllm_ascend
 def test_ascend_config_is_read_first(monkeypatch: pytest.MonkeyPatch) -> None:
     ascend = types.SimpleNamespace(
         scheduler_config=types.SimpleNamespace(enable_balance_scheduling=True)
@@ -232,6 +233,7 @@ def test_ascend_config_is_read_first(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_one_line_error(info.value, "AscendConfig", "true or false")
 
 
+@pytest.mark.without_vllm_ascend
 def test_uninitialised_ascend_config_falls_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -528,6 +530,7 @@ def _bounded(value: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.without_vllm_ascend
 @pytest.mark.parametrize("value", [1, 2, 64, 10_000])
 def test_max_frozen_steps_accepted(value: int) -> None:
     setting = read_balance_setting(vllm_config(_bounded(value)))
@@ -587,6 +590,7 @@ def test_a_misspelled_key_is_refused_not_ignored(
     assert read_balance_setting(vllm_config(additional)).max_frozen_steps == 4
 
 
+@pytest.mark.without_vllm_ascend
 def test_bounded_setting_composes_the_bound(recorder: list[dict[str, Any]]) -> None:
     activation.run_engine_core(
         vllm_config=vllm_config(_bounded(5)), dp_rank=0, local_dp_rank=0
@@ -692,6 +696,7 @@ def test_reach_rule_negative_control_fails(checker: Any) -> None:
         check_reach_rule(checker)
 
 
+@pytest.mark.without_vllm_ascend
 @pytest.mark.parametrize(
     ("cls", "offender"),
     [(NoSeamScheduler, "NoSeamScheduler"), (WrapsANoSeamScheduler, "NoSeamScheduler")],
@@ -715,6 +720,7 @@ def test_unreachable_scheduler_cls_refused(cls: type, offender: str) -> None:
     assert not activation.plan_activation(cfg_off).active
 
 
+@pytest.mark.without_vllm_ascend
 @pytest.mark.parametrize("cls", [WrappingScheduler, SeamCallingScheduler])
 def test_wrapping_scheduler_cls_accepted(cls: type) -> None:
     cfg = vllm_config(ON)
@@ -801,6 +807,7 @@ def _doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
+@pytest.mark.without_vllm_ascend
 def test_doctor_shows_bound_and_reach(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _doctor(capsys, "--additional-config", json.dumps(_bounded(8)))
     assert code == 0

