@@ -34,6 +34,9 @@ from vllm_ascend_balance.replay.routing import Router
 from vllm_ascend_balance.replay.sim import SimOptions, SimResult, simulate
 from vllm_ascend_balance.replay.workload import builtin_requests, load_workload
 
+# The simulated engine composes balance in-process (plan_activation), which
+# is refused while vllm-ascend's own balance patch is loaded.
+
 # Two bursts of the built-in mix at DP 2, cap 8: ranks reach the cap, so
 # the gate freezes on some steps and not on others.
 OPTS = SimOptions(dp_size=2, max_num_seqs=8, max_num_batched_tokens=1024)

@@ -33,6 +33,9 @@ from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.sim import SimOptions, simulate
 from vllm_ascend_balance.replay.workload import ReplayRequest, load_workload
 
+# The simulated engine composes balance in-process (plan_activation), which
+# is refused while vllm-ascend's own balance patch is loaded.
+
 DP = 2
 PER_RANK = 6  # per rank and wave, above the cap: admissions queue
 WAVE_GAP_S = 1000.0  # far beyond a wave's length: the engines go idle between

@@ -33,6 +33,9 @@ from vllm_ascend_balance.replay.validate import (
     run_case,
 )
 
+# The simulated engine composes balance in-process (plan_activation), which
+# is refused while vllm-ascend's own balance patch is loaded.
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

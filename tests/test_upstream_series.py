@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import REPO_ROOT, current_lane, pin_tag
+from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane, pin_tag
 from tests.support.seam_shapes import stop_condition
 from tests.support.series_tool import SERIES_PY, series
 
@@ -346,7 +346,8 @@ def test_installed_vllm_is_the_pinned_release_plus_the_series(sdist_tree, tmp_pa
     assert f"v{version}" == pin_tag(LANE)
     install = inspect_install()
     assert install is not None
-    assert install.kind == (FORK_BRANCH if LANE == "fork" else PATCHED_WHEEL)
+    source_install = LANE in SOURCE_INSTALL_LANES
+    assert install.kind == (FORK_BRANCH if source_install else PATCHED_WHEEL)
     installed_bytes = Path(installed.__file__).read_bytes()
     assert installed_bytes == _patched_copy(sdist_tree, tmp_path).read_bytes()
     # And the reverse: taking the series back out gives the pristine sdist

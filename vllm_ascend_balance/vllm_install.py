@@ -141,9 +141,27 @@ def required_torch(install: VllmInstall) -> tuple[str, str] | None:
     ``VLLM_TARGET_DEVICE=empty`` build declares no torch at all (the
     platform's torch is chosen separately); the torch it was built against
     is the ``[build-system] requires`` of the source tree it came from.
+    Where vllm-ascend is installed, its torch requirement comes first.
     """
     from packaging.requirements import InvalidRequirement, Requirement
 
+    # Next to vllm-ascend its torch pin wins: the cluster's torch-npu is built
+    # for exactly that torch, whatever vLLM was built against.
+    try:
+        ascend = importlib.metadata.distribution("vllm_ascend")
+    except importlib.metadata.PackageNotFoundError:
+        ascend = None
+    if ascend is not None:
+        for line in ascend.requires or []:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if requirement.name == "torch" and requirement.specifier:
+                where = (
+                    f"vllm-ascend {ascend.version} metadata (torch-npu pairs with it)"
+                )
+                return f"torch{requirement.specifier}", where
     dist = _distribution(install.site)
     for line in (dist.requires or []) if dist else []:
         try:
@@ -164,8 +182,8 @@ def required_torch(install: VllmInstall) -> tuple[str, str] | None:
             return None
         for spec in build_requires:
             if re.match(r"^torch\s*[=<>!~]", spec):
-                where = install.source_tree / "pyproject.toml"
-                return spec.replace(" ", ""), f"build requirements in {where}"
+                tree = install.source_tree / "pyproject.toml"
+                return spec.replace(" ", ""), f"build requirements in {tree}"
     return None
 
 

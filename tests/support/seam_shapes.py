@@ -13,8 +13,8 @@ default returns False. Two variants of the patched text are built here:
   loop calling only the method. A pure refactor too, but an override that
   returns False removes the cap.
 * :func:`inline_cap_mutant_source`: the new shape with the inline check's
-  ``>=`` turned into ``>``, i.e. a patch that did not keep the release's
-  condition byte for byte.
+  ``>=`` (``==`` in releases that compare for equality) turned into ``>``,
+  i.e. a patch that did not keep the release's condition byte for byte.
 """
 
 from __future__ import annotations
@@ -149,10 +149,12 @@ def old_shape_source(source: str) -> str:
 
 
 def inline_cap_mutant_source(source: str) -> str:
-    """``source`` with the inline cap check's ``>=`` turned into ``>``."""
+    """``source`` with the inline cap check's ``>=`` (or ``==``, the
+    comparison of older releases) turned into ``>``: one more admission past
+    the cap either way."""
     found = stop_condition(source)
     lines = source.splitlines(keepends=True)
     row = found.check.lineno - 1
-    assert lines[row].count(" >= ") == 1, lines[row]
-    lines[row] = lines[row].replace(" >= ", " > ")
+    (op,) = [op for op in (" >= ", " == ") if lines[row].count(op) == 1]
+    lines[row] = lines[row].replace(op, " > ")
     return "".join(lines)
