@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import vllm.v1.core.sched.scheduler as sched_mod
 import vllm.v1.engine.core as engine_core_mod
 from vllm.config import KVTransferConfig, ModelConfig
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -58,6 +59,9 @@ from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
 UPSTREAM_ENGINE = upstream_dp_engine(engine_core_mod.DPEngineCoreProc)
 UPSTREAM_RUN = engine_chain.current_target()
+# Where vllm-ascend is installed its balance patch replaces the module-level
+# ``Scheduler`` once imported, so the class a sync config resolves to is read
+# as ``sched_mod.Scheduler`` when a test asserts, not bound at import.
 ON = {"scheduler_config": {"enable_balance_scheduling": True}}
 OFF = {"scheduler_config": {"enable_balance_scheduling": False}}
 
@@ -258,7 +262,7 @@ def test_pd_mixed_kv_role_accepted() -> None:
 def test_enabled_dp_moe_activates() -> None:
     plan = activation.plan_activation(vllm_config(ON))
     assert plan.requested and plan.active
-    assert plan.scheduler_cls is Scheduler
+    assert plan.scheduler_cls is sched_mod.Scheduler
 
 
 def test_seam_missing_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -332,7 +336,7 @@ def test_no_effect_warns_and_activates_nothing(
     )
     (call,) = recorder
     assert call["engine_cls"] is UPSTREAM_ENGINE and not call["hooked"]
-    assert call["scheduler_cls"] is Scheduler
+    assert call["scheduler_cls"] is sched_mod.Scheduler
     assert cfg.scheduler_config.scheduler_cls in (None, Scheduler)
 
 
@@ -356,7 +360,7 @@ def test_disabled_leaves_vllm_untouched(
     assert call["engine_cls"] is other and not call["hooked"]
     assert engine_core_mod.DPEngineCoreProc is other
     assert cfg.scheduler_config.scheduler_cls is before
-    assert call["scheduler_cls"] is Scheduler
+    assert call["scheduler_cls"] is sched_mod.Scheduler
     assert call["args"] == ("positional",)
     assert call["kwargs"] == {
         "vllm_config": cfg,
@@ -380,7 +384,7 @@ def test_enabled_composes_hook_and_mixin(
         cfg.scheduler_config.scheduler_cls = f"{__name__}.CustomScheduler"
         expected_base = CustomScheduler
     else:
-        expected_base = Scheduler
+        expected_base = sched_mod.Scheduler
 
     activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
     (call,) = recorder
@@ -600,7 +604,7 @@ def test_bounded_setting_composes_the_bound(recorder: list[dict[str, Any]]) -> N
     bounded, unbounded = (call["scheduler_cls"] for call in recorder)
     assert bounded.balance_max_frozen_steps == 5
     assert unbounded.balance_max_frozen_steps is None
-    assert unbounded is activation.compose_scheduler(Scheduler)
+    assert unbounded is activation.compose_scheduler(sched_mod.Scheduler)
 
 
 # --------------------------------------------------------------------------
