@@ -31,7 +31,7 @@ import enum
 import importlib.util
 import inspect
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from unittest import mock
@@ -102,6 +102,23 @@ THROTTLE = "throttle_prefills" in inspect.signature(UPSTREAM.schedule).parameter
 # Known drift of the copy: output paths the differential leaves out of the
 # comparison, each pinned by a test_drift_* below with its reproduction.
 DRIFT: dict[str, str] = {}
+
+# Known drift of the copy that is a setting upstream reads and the copy
+# ignores: the differential runs with the setting at the value under which
+# upstream behaves as the copy does (so every other difference still shows);
+# each is pinned by a test_drift_* below at upstream's default.
+DRIFT_SETTINGS: dict[str, Any] = {
+    # Upstream passes full_sequence_must_fit=scheduler_reserve_full_isl
+    # (default on) to allocate_slots when admitting from WAITING; the copy
+    # does not (test_drift_admits_prompt_that_cannot_fit).
+    "scheduler_reserve_full_isl": False,
+}
+
+
+def _apply_drift_settings(scheduler_config: Any) -> None:
+    for name, value in DRIFT_SETTINGS.items():
+        if hasattr(scheduler_config, name):
+            setattr(scheduler_config, name, value)
 
 
 class Divergence(AssertionError):
@@ -274,6 +291,7 @@ class DifferentialMachine(RuleBasedStateMachine):
                 # initialised offline, so its decision reads this).
                 additional_config={"enable_balance_scheduling": True},
             )
+            _apply_drift_settings(config.scheduler_config)
             return make_scheduler(cls, vllm_config=config)
 
         self.trace.append(
@@ -563,4 +581,39 @@ def trio(asynchronous: bool = False, **config: Any) -> tuple[Any, Any, Any]:
     return made[0], made[1], made[2]
 
 
-Step = Callable[[Any], Any]
+def _add(scheds: tuple[Any, ...], rid: str, prompt_len: int, max_tokens: int) -> None:
+    tokens = prompt(-1, 0, prompt_len, int(rid[1:]))
+    for sched in scheds:
+        sched.add_request(
+            make_request(
+                rid, prompt_len, max_tokens, BLOCK_SIZE, prompt_token_ids=tokens
+            )
+        )
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_drift_admits_prompt_that_cannot_fit(asynchronous: bool) -> None:
+    """The copy's WAITING loop calls ``allocate_slots`` without upstream's
+    ``full_sequence_must_fit=self.scheduler_reserve_full_isl`` (on by
+    default): with 6 blocks of 16 tokens, one 1-token request running and a
+    65-token prompt waiting, upstream (and this package's gate, open) does
+    not start a prompt whose full sequence cannot fit in the free KV cache;
+    the copy starts its prefill (31 tokens) and will have to preempt later.
+    """
+    scheds = trio(asynchronous, max_num_seqs=2, num_blocks=6, max_num_batched_tokens=32)
+    copy, ours, upstream = scheds
+    _add(scheds, "r0", 1, 1)
+    _add(scheds, "r1", 65, 1)
+    got, want, ref = (dict(s.schedule().num_scheduled_tokens) for s in scheds)
+    assert ref == {"r0": 1}, "upstream's behaviour changed: re-derive this pin"
+    assert want == ref
+    assert got == {"r0": 1, "r1": 31}
+    # The differential neutralises it with the setting off, under which
+    # upstream behaves as the copy does.
+    scheds = trio(asynchronous, max_num_seqs=2, num_blocks=6, max_num_batched_tokens=32)
+    for sched in scheds:
+        sched.scheduler_reserve_full_isl = DRIFT_SETTINGS["scheduler_reserve_full_isl"]
+    _add(scheds, "r0", 1, 1)
+    _add(scheds, "r1", 65, 1)
+    got, want, ref = (dict(s.schedule().num_scheduled_tokens) for s in scheds)
+    assert got == want == ref
