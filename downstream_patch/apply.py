@@ -17,6 +17,9 @@ vllm-ascend's own unit tests for the balance patch and the platform.
    the installed ``vllm_ascend``; vllm-ascend's ``tests/ut/conftest.py``
    stubs apply as in its CI.
 
+5. The prefill-node preemption guard on a real scheduler, release vs patched
+   tree (``guard_trace.py``): the same steps, no preemption when guarded.
+
 The last line of stdout is a JSON summary; exit status 0 only if every step
 passed.
 """
@@ -140,6 +143,36 @@ def run_tests(repo: Path) -> list[dict[str, object]]:
     return results
 
 
+def guard_traces(repo: Path, sdist: Path) -> dict[str, object]:
+    """The prefill-node guard's trace (``guard_trace.py``) with the release's
+    code and with the patched tree: equal, preemptions only unguarded."""
+    traces = {}
+    for name, tree in (("release", sdist), ("patched", repo)):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tree)])}
+        proc = subprocess.run(
+            [sys.executable, str(HERE / "guard_trace.py")],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode:
+            raise SystemExit(f"guard_trace.py failed on {name}: {proc.stderr[-3000:]}")
+        traces[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert traces[name]["module"].startswith(str(tree)), traces[name]["module"]
+    release, patched = traces["release"], traces["patched"]
+
+    def preemptions(steps: list) -> int:
+        return sum(len(preempted) for _, preempted in steps)
+
+    return {
+        "equal": release["guarded"] == patched["guarded"]
+        and release["unguarded"] == patched["unguarded"],
+        "preemptions_guarded": preemptions(patched["guarded"]),
+        "preemptions_unguarded": preemptions(patched["unguarded"]),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the scratch tree")
@@ -150,7 +183,8 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="vab-downstream-"))
     repo = scratch / f"vllm_ascend-{version}"
     try:
-        make_repo(sdist_tree(), repo, version)
+        sdist = sdist_tree()
+        make_repo(sdist, repo, version)
         patches = apply_series(repo, series_dir)
         summary: dict[str, object] = {
             "tree": str(repo),
@@ -159,11 +193,19 @@ def main() -> int:
         }
         if not args.no_tests:
             summary["tests"] = run_tests(repo)
+            summary["guard"] = guard = guard_traces(repo, sdist)
+            guard_ok = (
+                guard["equal"]
+                and guard["preemptions_guarded"] == 0
+                and guard["preemptions_unguarded"] > 0
+            )
+        else:
+            guard_ok = True
         file_ok = (
             summary["file"]["under_limit"] and not summary["file"]["copies_schedule"]
         )  # type: ignore[index]
         tests_ok = all(t["returncode"] == 0 for t in summary.get("tests", []))  # type: ignore[union-attr]
-        summary["ok"] = bool(file_ok and tests_ok)
+        summary["ok"] = bool(file_ok and tests_ok and guard_ok)
         print(json.dumps(summary))
         return 0 if summary["ok"] else 1
     finally:

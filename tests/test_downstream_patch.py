@@ -40,3 +40,7 @@ def test_series_applies_and_vllm_ascend_unit_tests_pass() -> None:
     assert len(summary["tests"]) == 2
     for run in summary["tests"]:
         assert run["returncode"] == 0 and " passed" in run["summary"], run
+    # The re-homed prefill-node guard behaves as the copy's did.
+    assert summary["guard"]["equal"], summary["guard"]
+    assert summary["guard"]["preemptions_guarded"] == 0
+    assert summary["guard"]["preemptions_unguarded"] > 0
