@@ -47,6 +47,8 @@ if importlib.util.find_spec("vllm_ascend") is None:
 
 import torch
 import torch.distributed as dist
+import vllm.v1.core.sched.scheduler as scheduler_mod  # noqa: E402
+import vllm.v1.engine.core as engine_core_mod  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -56,18 +58,26 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from vllm.platforms import current_platform
-
-# As vLLM does before an engine resolves its scheduler class: the platform's
-# global patches first (vllm-ascend's swaps the module-level Scheduler), so
-# an AsyncScheduler imported afterwards subclasses its BalanceScheduler.
-current_platform.pre_register_and_update()
-
-import vllm.v1.core.sched.async_scheduler as async_mod  # noqa: E402
 from vllm.v1.request import RequestStatus  # noqa: E402
+
+# vllm-ascend's patch module, imported for its classes only. Importing it
+# swaps process-wide hooks (the module-level Scheduler, run_engine_core) that
+# other test modules of the same process rely on (test_coexistence keeps the
+# parent process unpatched), so both are put back at once. vLLM imports it
+# (platform pre_register_and_update()) before the engine resolves its
+# scheduler class, so vLLM's AsyncScheduler then subclasses BalanceScheduler:
+# ASCEND_ASYNC below is built that way explicitly, whatever this process
+# imported first.
+_saved = (
+    scheduler_mod.Scheduler,
+    engine_core_mod.EngineCoreProc.__dict__["run_engine_core"],
+)
 from vllm_ascend.patch.platform import (  # noqa: E402
     patch_balance_schedule as ascend,
 )
+
+scheduler_mod.Scheduler = _saved[0]
+engine_core_mod.EngineCoreProc.run_engine_core = _saved[1]
 
 from tests.support.model_outputs import fake_model_output  # noqa: E402
 from tests.support.original_scheduler import async_scheduler_over  # noqa: E402
@@ -84,17 +94,8 @@ UPSTREAM = ascend._ORIGINAL_SCHEDULER
 ASCEND = ascend.BalanceScheduler
 
 
-def _async_over(base: type, name: str) -> type:
-    installed = async_mod.AsyncScheduler
-    return (
-        installed
-        if installed.__bases__ == (base,)
-        else async_scheduler_over(name, base)
-    )
-
-
-UPSTREAM_ASYNC = _async_over(UPSTREAM, "vab_diff_upstream_async")
-ASCEND_ASYNC = _async_over(ASCEND, "vab_diff_ascend_async")
+UPSTREAM_ASYNC = async_scheduler_over("vab_diff_upstream_async", UPSTREAM)
+ASCEND_ASYNC = async_scheduler_over("vab_diff_ascend_async", ASCEND)
 # Whether the installed schedule() has throttled steps at all (by signature,
 # not by version); the copy must then take the same flag.
 THROTTLE = "throttle_prefills" in inspect.signature(UPSTREAM.schedule).parameters
@@ -505,6 +506,8 @@ def test_sides_are_what_they_claim() -> None:
     vllm-ascend decision (another test in the process may have patched it)."""
     assert ASCEND.schedule is not UPSTREAM.schedule
     assert ASCEND_ASYNC.__mro__[1] is ASCEND
+    # The import of vllm-ascend's patch left the process as it found it.
+    assert scheduler_mod.Scheduler is UPSTREAM
     assert UPSTREAM_ASYNC.__mro__[1] is UPSTREAM
     assert ascend._balance_scheduling_enabled(
         make_vllm_config(additional_config={"enable_balance_scheduling": True})
