@@ -620,3 +620,31 @@ def test_drift_admits_prompt_that_cannot_fit(asynchronous: bool) -> None:
     _add(scheds, "r1", 65, 1)
     got, want, ref = (dict(s.schedule().num_scheduled_tokens) for s in scheds)
     assert got == want == ref
+
+
+def test_drift_ignores_pp_decode_cadence() -> None:
+    """The copy dropped upstream's V2-model-runner + pipeline-parallel +
+    async decode cadence (``current_step`` / ``next_decode_eligible_step``):
+    with PP 2, upstream (and this package) schedules a decoding request every
+    other step, as the worker's sampled-token broadcast ring expects; the
+    copy schedules it every step. ``use_v2_model_runner`` and ``pp_size`` are
+    set on the schedulers as their ``__init__`` derives them from such a
+    config (a real PP 2 config needs a device platform)."""
+    scheds = trio(True, max_num_seqs=4, num_blocks=64, max_num_batched_tokens=64)
+    for sched in scheds:
+        sched.use_v2_model_runner = True
+        sched.pp_size = 2
+    _add(scheds, "r0", 8, 8)
+    seen: list[list[dict[str, int]]] = []
+    pending: deque = deque()
+    for step in range(6):
+        outs = [sched.schedule() for sched in scheds]
+        seen.append([dict(out.num_scheduled_tokens) for out in outs])
+        pending.append(outs)
+        if len(pending) == 2:  # the async engine's two steps in flight
+            for sched, out in zip(scheds, pending.popleft(), strict=True):
+                sched.update_from_output(out, fake_model_output(sched, out, step))
+    copy, ours, upstream = zip(*seen, strict=True)
+    assert upstream[1:] == ({}, {"r0": 1}, {}, {"r0": 1}, {}), upstream
+    assert ours == upstream
+    assert copy[1:] == ({"r0": 1},) * 5, copy
