@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm_ascend") is None,
-    reason="vllm-ascend is not installed: its unit tests need the ascend lane "
-    "(scripts/fork.sh --lane ascend)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm_ascend") is None,
+        reason="vllm-ascend is not installed: its unit tests need the ascend "
+        "lane (scripts/fork.sh --lane ascend)",
+    ),
+    pytest.mark.slow,  # copies and commits the sdist tree, three pytest/python runs
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 
