@@ -51,6 +51,19 @@ def _with_async(name: str, scheduler_module: ModuleType) -> tuple[type, type]:
     return scheduler_module.Scheduler, async_module.AsyncScheduler
 
 
+def async_scheduler_over(name: str, scheduler_cls: type) -> type:
+    """Upstream's installed ``AsyncScheduler`` re-executed over
+    ``scheduler_cls`` (what vLLM builds when a plugin swapped the module-level
+    ``Scheduler`` before ``async_scheduler`` was first imported, whatever the
+    import order in this process was)."""
+    import vllm.v1.core.sched.scheduler as installed_mod
+
+    stand_in = ModuleType(name)
+    stand_in.__dict__.update(vars(installed_mod))
+    stand_in.Scheduler = scheduler_cls  # type: ignore[attr-defined]
+    return _with_async(name, stand_in)[1]
+
+
 @functools.cache
 def original_classes() -> tuple[type, type]:
     """(Scheduler, AsyncScheduler) of the unpatched release, from its sdist.

@@ -151,9 +151,15 @@ _hash_ready = False
 
 
 def make_request(
-    request_id: str, prompt_len: int, max_tokens: int = 16, block_size: int = 16
+    request_id: str,
+    prompt_len: int,
+    max_tokens: int = 16,
+    block_size: int = 16,
+    prompt_token_ids: list[int] | None = None,
 ) -> Request:
-    """A real ``Request`` with a deterministic prompt of ``prompt_len`` tokens."""
+    """A real ``Request`` with a deterministic prompt of ``prompt_len`` tokens
+    (or exactly ``prompt_token_ids``, e.g. prompts sharing a prefix so that
+    prefix caching hits)."""
     global _hash_ready
     if not _hash_ready:
         init_none_hash(sha256)
@@ -162,9 +168,9 @@ def make_request(
     params.update_from_generation_config({}, EOS_TOKEN_ID)
     return Request(
         request_id=request_id,
-        prompt_token_ids=[
-            (hash(request_id) + i) % 1000 + 10 for i in range(prompt_len)
-        ],
+        prompt_token_ids=list(prompt_token_ids)
+        if prompt_token_ids is not None
+        else [(hash(request_id) + i) % 1000 + 10 for i in range(prompt_len)],
         sampling_params=params,
         pooling_params=None,
         block_hasher=get_request_block_hasher(block_size, sha256),
