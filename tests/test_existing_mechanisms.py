@@ -73,9 +73,7 @@ def _mid_prefill() -> tuple[Any, int]:
     scheduler.add_request(make_request("long", 140, max_tokens=4))
     for step in range(2):
         output = scheduler.schedule()
-        scheduler.update_from_output(
-            output, fake_model_output(scheduler, output, step)
-        )
+        scheduler.update_from_output(output, fake_model_output(scheduler, output, step))
     assert scheduler.requests["long"].num_computed_tokens == 111  # chunk in flight
     scheduler.add_request(make_request("new", 16))
     return scheduler, 2
@@ -83,9 +81,15 @@ def _mid_prefill() -> tuple[Any, int]:
 
 def _row(what: str, output: Any, scheduler: Any) -> tuple[bool, bool, int]:
     scheduled = set(output.num_scheduled_tokens)
-    row = ("new" in scheduled, "long" in scheduled, scheduler.get_num_unfinished_requests())
-    print(f"{what:<22} admits new={row[0]!s:<5} in-flight chunk={row[1]!s:<5} "
-          f"unfinished={row[2]}")
+    row = (
+        "new" in scheduled,
+        "long" in scheduled,
+        scheduler.get_num_unfinished_requests(),
+    )
+    print(
+        f"{what:<22} admits new={row[0]!s:<5} in-flight chunk={row[1]!s:<5} "
+        f"unfinished={row[2]}"
+    )
     return row
 
 

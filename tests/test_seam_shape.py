@@ -190,8 +190,6 @@ def test_seam_is_asked_at_most_once_per_schedule_call(async_scheduling):
         before = scheduler.asks
         output = scheduler.schedule()
         assert scheduler.asks - before <= 1
-        scheduler.update_from_output(
-            output, fake_model_output(scheduler, output, step)
-        )
+        scheduler.update_from_output(output, fake_model_output(scheduler, output, step))
     assert len(output.num_scheduled_tokens) == 50
     assert scheduler.asks >= 1

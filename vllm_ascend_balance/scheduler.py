@@ -202,4 +202,3 @@ def gated_class(cls: type) -> type:
     :class:`BalanceSchedulerMixin` in ``cls``'s MRO)."""
     mro = cls.__mro__
     return mro[mro.index(BalanceSchedulerMixin) + 1]
-
