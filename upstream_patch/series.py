@@ -452,7 +452,7 @@ class GatedAsyncScheduler(_AdmissionGate, AsyncScheduler):
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
-def test_should_stop_admitting_waiting_override(async_scheduling: bool):
+def test_should_stop_admitting_waiting_override({params}):
     """A Scheduler subclass overriding _should_stop_admitting_waiting() keeps
     new requests waiting while it returns True: running requests are still
     scheduled. Returning False admits up to max_num_seqs, never past it."""
@@ -487,12 +487,13 @@ MAKE_WITH_CLS = """\
     scheduler = create_scheduler(
         max_num_seqs=3, async_scheduling=async_scheduling, scheduler_cls=gated
     )"""
-# Releases whose create_scheduler() takes no scheduler_cls: the gated class
-# adds no state, so switching the instance's class is enough (and leaves the
-# shared helper untouched).
+# Releases whose create_scheduler() takes no scheduler_cls pick the class
+# from the helper module's globals: the test swaps it there for its own run
+# (monkeypatch), leaving the shared helper's code untouched.
 MAKE_SWAP = """\
-    scheduler = create_scheduler(max_num_seqs=3, async_scheduling=async_scheduling)
-    scheduler.__class__ = gated"""
+    name = "AsyncScheduler" if async_scheduling else "Scheduler"
+    monkeypatch.setitem(create_scheduler.__globals__, name, gated)
+    scheduler = create_scheduler(max_num_seqs=3, async_scheduling=async_scheduling)"""
 ASYNC_IMPORT = "from vllm.v1.core.sched.async_scheduler import AsyncScheduler\n"
 
 
@@ -633,7 +634,10 @@ def patched_test(source: str, utils_source: str) -> str:
     text = "".join(lines)
     if not text.endswith("\n"):
         text += "\n"
-    return text + TEST_BODY.format(seam=SEAM, make=make)
+    params = "async_scheduling: bool"
+    if make is MAKE_SWAP:
+        params = f"\n    {params}, monkeypatch: pytest.MonkeyPatch\n"
+    return text + TEST_BODY.format(seam=SEAM, make=make, params=params)
 
 
 def _module_function(tree: ast.Module, name: str) -> ast.FunctionDef:
