@@ -153,3 +153,43 @@ def test_old_shape_default_keeps_the_cap(async_scheduling):
     _assert_admission_cap_holds(
         async_sched if async_scheduling else sched, async_scheduling
     )
+
+
+class CountsAsks:
+    """Counts how often ``schedule()`` asks the seam."""
+
+    asks = 0
+
+    def _should_stop_admitting_waiting(self) -> bool:
+        self.asks += 1
+        return False
+
+
+def test_installed_schedule_asks_the_seam_once_before_the_loop():
+    """Guard: the once-per-call ask sits right before the WAITING loop."""
+    found = stop_condition(_installed_source())
+    assert found.seam_ask is not None
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_seam_is_asked_at_most_once_per_schedule_call(async_scheduling):
+    """With many waiting requests admitted in one step, the seam is asked
+    once per ``schedule()`` call, not once per admission attempt (its only
+    user, the balance gate, decides once per step)."""
+    base = AsyncScheduler if async_scheduling else Scheduler
+    counting = type(f"Counts{base.__name__}", (CountsAsks, base), {})
+    scheduler = make_scheduler(
+        counting,
+        max_num_seqs=64,
+        max_num_batched_tokens=4096,
+        async_scheduling=async_scheduling,
+    )
+    for index in range(50):
+        scheduler.add_request(make_request(f"r{index}", 20, max_tokens=4))
+    for step in range(3):
+        before = scheduler.asks
+        output = scheduler.schedule()
+        assert scheduler.asks - before <= 1
+        scheduler.update_from_output(output, fake_model_output(scheduler, output, step))
+    assert len(output.num_scheduled_tokens) == 50
+    assert scheduler.asks >= 1

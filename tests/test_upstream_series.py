@@ -105,21 +105,58 @@ def _added_test_source(patch: Path) -> str:
 @pytest.mark.parametrize("lane", ALL_LANES)
 def test_series_adds_one_behaviour_test_in_upstream_style(lane):
     """Upstream style, per release: one test function, parametrized over
-    sync and async scheduling, that loads its scheduler class by name through
-    ``create_scheduler(scheduler_cls=...)`` (resolved with
-    ``SchedulerConfig.get_scheduler_cls()``), and that neither calls the
-    private method nor sets scheduler state by hand."""
+    sync and async scheduling, that hands its gating class to upstream's
+    ``create_scheduler()`` (``scheduler_cls=``; where the helper takes none,
+    the test swaps the class name in the helper's globals for its own run),
+    that neither calls the private method nor sets scheduler state by hand,
+    and that leaves the shared helper ``tests/v1/core/utils.py`` alone. No
+    ``Signed-off-by``: a DCO sign-off is the submitter's own
+    (CONTRIBUTING.md)."""
     (patch,) = series.series_patches(series.lane_tag(lane), lane=lane)
+    text = patch.read_text()
     added = _added_test_source(patch)
     assert re.findall(r"^def (test_\w+)", added, re.M) == [
         "test_should_stop_admitting_waiting_override"
     ]
     assert '@pytest.mark.parametrize("async_scheduling", [False, True])' in added
-    assert re.search(r'scheduler_cls=f"\{__name__\}\.', added)
+    assert "scheduler_cls=gated" in added or (
+        "monkeypatch.setitem(create_scheduler.__globals__, name, gated)" in added
+    )
     assert not re.search(rf"\bscheduler\.{SEAM}\b", added)  # not called directly
     assert "num_waiting_for_streaming_input" not in added
-    utils = patch.read_text().split("diff --git a/tests/v1/core/utils.py ")[1]
-    assert "get_scheduler_cls()" in utils.split("\ndiff --git ")[0]
+    assert "diff --git a/tests/v1/core/utils.py " not in text
+    assert "Signed-off-by" not in text
+
+
+@pytest.mark.parametrize("lane", ALL_LANES)
+def test_resync_rebuilds_the_committed_series(lane, tmp_path):
+    """``series.py resync`` against the release sdist reproduces the
+    committed series byte for byte: the series is the tool's output, so a
+    re-sync onto another tree (vLLM main at submission) is the same step."""
+    tag = series.lane_tag(lane)
+    out = series.resync(series.sdist(lane), tag, tmp_path / tag)
+    committed = REPO_ROOT / "upstream_patch" / tag
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        p.name for p in committed.iterdir()
+    )
+    for made in out.iterdir():
+        assert made.read_bytes() == (committed / made.name).read_bytes(), made.name
+
+
+def test_resync_places_the_hook_by_ast_not_by_offset():
+    """The hook lands after the cap check wherever the release has it: a
+    tree whose file is shifted by unrelated lines still re-syncs, the ask
+    before the loop and the honour right after the cap check; a tree with
+    no cap check in the WAITING loop is refused with one line."""
+    source = (series.sdist(LANE) / SCHEDULER_REL).read_text()
+    shifted = "# unrelated\n" * 37 + source
+    patched, _ = series.patched_scheduler(shifted)
+    found = stop_condition(patched)
+    assert found.seam_ask is not None and found.seam_check is not None
+    assert ast.dump(found.check) == ast.dump(stop_condition(source).check)
+    broken = re.sub(r"if (num_running|len\(self\.running\)) (>=|==)", "if 0 <", source)
+    with pytest.raises(series.SeriesError, match="re-sync by hand"):
+        series.patched_scheduler(broken)
 
 
 def test_drift_guard_fires_on_a_release_the_series_does_not_fit(other_sdist_tree):

@@ -26,6 +26,13 @@ Commands (stdlib only, so it runs in any venv; needs ``git`` on PATH):
 ``check --lane L [--tree DIR]``
     ``git apply --check`` of the whole series (tests included) against the
     release's own source tree: ``DIR``, or the release sdist (``sdist``).
+``resync [--tree DIR] [--tag vX.Y.Z] [--out DIR] [--lane L]``
+    Rebuild the series against a vLLM source tree (default: the lane's
+    release sdist) into ``upstream_patch/<tag>/`` (or ``DIR``): the hook is
+    placed by AST after the WAITING loop's own cap check, the upstream test
+    is appended to the tree's test file (no offset-patching of old hunks),
+    and the patch is ``git format-patch`` output of a scratch commit, with
+    no ``Signed-off-by`` (the submitter adds their own).
 ``sdist --lane L [--project vllm-ascend]``
     Download the release sdist once into the cache (``$VAB_CACHE``, default
     ``~/.cache/vllm-ascend-balance``), verify its sha256 against the package
@@ -42,6 +49,7 @@ Exit status: 0 on success, 1 with a one-line ``error:`` on stderr otherwise.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -404,13 +412,372 @@ def check(lane: str, tree: Path | None = None, root: Path | None = None) -> None
     print(f"upstream_patch/{tag}: {len(patches)} patch(es) apply cleanly to {tree}")
 
 
+# --- resync: rebuild a lane's series against any vLLM source tree ----------
+
+SCHEDULER_REL = "vllm/v1/core/sched/scheduler.py"
+TEST_REL = "tests/v1/core/test_scheduler.py"
+UTILS_REL = "tests/v1/core/utils.py"
+SEAM = "_should_stop_admitting_waiting"
+FLAG = "stop_admitting_waiting"
+PATCH_NAME = "0001-scheduler-add-should-stop-admitting-waiting-hook.patch"
+# The commit the series is: author and date are placeholders, so a re-sync of
+# the same tree is byte-identical. No Signed-off-by: a DCO sign-off is the
+# submitter's own statement, added at export time (CONTRIBUTING.md).
+AUTHOR = (
+    "vllm-ascend-balance maintainers <vllm-ascend-balance@users.noreply.github.com>"
+)
+DATE = "Mon, 30 Nov 2026 12:00:00 +0000"
+SUBJECT = "[Core][Scheduler] Add a _should_stop_admitting_waiting() admission hook"
+MESSAGE = """\
+Scheduler.schedule() gives a subclass no way to keep new requests waiting
+for a step. vllm-ascend's balance scheduling (a data-parallel admission
+gate: once one DP rank's running set is full, no rank admits a new waiting
+request in that step) carries a ~520-line copy of schedule() to add that
+one condition, and re-syncs the copy by hand on every vLLM release.
+
+This adds Scheduler._should_stop_admitting_waiting(), asked once per
+schedule() call, before the WAITING loop. Its answer is honoured in the
+loop right after the loop's own admission-cap check, which stays first,
+inline and unchanged: an override can end admission earlier, never admit
+past the cap, so len(running) <= max_num_running_reqs holds whatever it
+returns. The default returns False: every SchedulerOutput is unchanged.
+{scope}
+Test: one behaviour test in tests/v1/core/test_scheduler.py, for sync and
+async scheduling, with a gating subclass passed to create_scheduler(), that
+checks only SchedulerOutputs.
+"""
+SCOPE_KV = """
+Scope: only new requests are held. Requests in kv_holding_waiting (KV
+already loaded, e.g. by an async KV load) are still admitted, as under
+PauseState.PAUSED_NEW: holding them admits no new work but keeps their
+blocks allocated, which adds KV pressure on the frozen rank.
+"""
+DOC_KV = '''\
+    def {seam}(self) -> bool:
+        """Return True to admit no new waiting request for the rest of this
+        ``schedule()`` call (asked once per call; the admission cap is checked
+        first). Requests already holding KV blocks are still admitted.
+
+        Experimental and private: may change or be removed without notice.
+        """
+        return False
+
+'''
+DOC_PLAIN = '''\
+    def {seam}(self) -> bool:
+        """Return True to admit no waiting request for the rest of this
+        ``schedule()`` call (asked once per call; the admission cap is checked
+        first).
+
+        Experimental and private: may change or be removed without notice.
+        """
+        return False
+
+'''
+TEST_BODY = '''
+
+class _AdmissionGate:
+    """Admits no new waiting request while ``closed`` is set."""
+
+    closed = False
+
+    def {seam}(self) -> bool:
+        return self.closed
+
+
+class GatedScheduler(_AdmissionGate, Scheduler):
+    pass
+
+
+class GatedAsyncScheduler(_AdmissionGate, AsyncScheduler):
+    pass
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_should_stop_admitting_waiting_override({params}):
+    """A Scheduler subclass overriding _should_stop_admitting_waiting() keeps
+    new requests waiting while it returns True: running requests are still
+    scheduled. Returning False admits up to max_num_seqs, never past it."""
+    gated = GatedAsyncScheduler if async_scheduling else GatedScheduler
+{make}
+    requests = create_requests(num_requests=5)
+    running = {{req.request_id for req in requests[:2]}}
+
+    for request in requests[:2]:
+        scheduler.add_request(request)
+    output = scheduler.schedule()
+    assert {{req.req_id for req in output.scheduled_new_reqs}} == running
+    scheduler.update_from_output(output, make_output(scheduler))
+
+    # Closed: the running requests are scheduled, no waiting one is admitted.
+    scheduler.closed = True
+    for request in requests[2:]:
+        scheduler.add_request(request)
+    output = scheduler.schedule()
+    assert output.scheduled_new_reqs == []
+    assert set(output.num_scheduled_tokens) == running
+    scheduler.update_from_output(output, make_output(scheduler))
+
+    # Open: admission resumes, up to max_num_seqs running requests.
+    scheduler.closed = False
+    output = scheduler.schedule()
+    admitted = [req.req_id for req in output.scheduled_new_reqs]
+    assert admitted == [requests[2].request_id]
+    assert set(output.num_scheduled_tokens) == running | {{requests[2].request_id}}
+'''
+MAKE_WITH_CLS = """\
+    scheduler = create_scheduler(
+        max_num_seqs=3, async_scheduling=async_scheduling, scheduler_cls=gated
+    )"""
+# Releases whose create_scheduler() takes no scheduler_cls pick the class
+# from the helper module's globals: the test swaps it there for its own run
+# (monkeypatch), leaving the shared helper's code untouched.
+MAKE_SWAP = """\
+    name = "AsyncScheduler" if async_scheduling else "Scheduler"
+    monkeypatch.setitem(create_scheduler.__globals__, name, gated)
+    scheduler = create_scheduler(max_num_seqs=3, async_scheduling=async_scheduling)"""
+ASYNC_IMPORT = "from vllm.v1.core.sched.async_scheduler import AsyncScheduler\n"
+
+
+def _breaks(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.If)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Break)
+        and not stmt.orelse
+    )
+
+
+def _is_cap_test(test: ast.expr) -> bool:
+    """``<count> >= self.max_num_*`` or ``<count> == self.max_num_*``."""
+    return any(
+        isinstance(op, (ast.GtE, ast.Eq))
+        and isinstance(right, ast.Attribute)
+        and isinstance(right.value, ast.Name)
+        and right.value.id == "self"
+        and right.attr.startswith("max_num_")
+        for node in ast.walk(test)
+        if isinstance(node, ast.Compare)
+        for op, right in zip(node.ops, node.comparators, strict=True)
+    )
+
+
+def _class_method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    return item
+    raise SeriesError(f"no {cls}.{name}() in {SCHEDULER_REL}")
+
+
+def _comment_start(lines: list[str], lineno: int) -> int:
+    """0-based index of the first line of the comment block right above line
+    ``lineno`` (1-based) at the same indentation, or of that line itself."""
+    row = lineno - 1
+    indent = lines[row][: len(lines[row]) - len(lines[row].lstrip())]
+    while row > 0 and lines[row - 1].startswith(indent + "#"):
+        row -= 1
+    return row
+
+
+def patched_scheduler(source: str) -> tuple[str, bool]:
+    """``scheduler.py`` with the hook: (patched text, scope limited to new
+    requests). Found by AST, so it fits any release whose WAITING loop stops
+    on ``if <count> >= (or ==) self.max_num_*: break``."""
+    if SEAM in source:
+        raise SeriesError(f"{SCHEDULER_REL} already has {SEAM}()")
+    tree = ast.parse(source)
+    schedule = _class_method(tree, "Scheduler", "schedule")
+    for loop in ast.walk(schedule):
+        if not isinstance(loop, ast.While):
+            continue
+        cap = next((s for s in loop.body if _breaks(s) and _is_cap_test(s.test)), None)
+        if cap is not None:
+            break
+    else:
+        raise SeriesError(
+            f"no `if <count> >= self.max_num_*: break` in a loop of "
+            f"Scheduler.schedule() in {SCHEDULER_REL}: re-sync by hand"
+        )
+    # Where the release drains a queue of requests that already hold KV
+    # blocks, the loop picks it as `<queue> = self.kv_holding_waiting`; the
+    # hook then holds only the other queue (new requests).
+    queue = next(
+        (
+            s.targets[0].id
+            for s in loop.body[: loop.body.index(cap)]
+            if isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and ast.unparse(s.value) == "self.kv_holding_waiting"
+        ),
+        None,
+    )
+    lines = source.splitlines(keepends=True)
+    body = " " * cap.body[0].col_offset
+    at = " " * cap.col_offset
+    honour = f"{FLAG} and {queue} is self.waiting" if queue else FLAG
+    assert cap.end_lineno is not None
+    lines.insert(cap.end_lineno, f"{at}if {honour}:\n{body}break\n")
+    start = _comment_start(lines, loop.lineno)
+    ind = " " * loop.col_offset
+    lines.insert(
+        start,
+        f"{ind}# Asked once per call; honoured after the admission-cap check.\n"
+        f"{ind}{FLAG} = self.{SEAM}()\n",
+    )
+    lines.insert(
+        _comment_start(lines, schedule.lineno),
+        (DOC_KV if queue else DOC_PLAIN).format(seam=SEAM),
+    )
+    return "".join(lines), queue is not None
+
+
+def patched_test(source: str, utils_source: str) -> str:
+    """``test_scheduler.py`` with the behaviour test appended (and the
+    ``AsyncScheduler`` import, where missing, among the ``vllm`` imports)."""
+    tree = ast.parse(source)
+    names = {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    for needed in ("pytest", "Scheduler", "create_requests", "create_scheduler"):
+        if needed not in names:
+            raise SeriesError(f"{TEST_REL} does not import {needed}: re-sync by hand")
+    if not any(
+        isinstance(n, ast.FunctionDef) and n.name == "make_output" for n in tree.body
+    ):
+        raise SeriesError(f"{TEST_REL} has no make_output(): re-sync by hand")
+    lines = source.splitlines(keepends=True)
+    if "AsyncScheduler" not in names:
+        module = "vllm.v1.core.sched.async_scheduler"
+        later = [
+            n
+            for n in tree.body
+            if isinstance(n, ast.ImportFrom)
+            and (n.module or "").startswith("vllm.")
+            and (n.module or "") > module
+        ]
+        if not later:
+            raise SeriesError(
+                f"no vllm import to place AsyncScheduler by in {TEST_REL}"
+            )
+        lines.insert(later[0].lineno - 1, ASYNC_IMPORT)
+    helper = _module_function(ast.parse(utils_source), "create_scheduler")
+    params = {a.arg for a in helper.args.args + helper.args.kwonlyargs}
+    if "async_scheduling" not in params:
+        raise SeriesError(
+            "create_scheduler() takes no async_scheduling: re-sync by hand"
+        )
+    make = MAKE_WITH_CLS if "scheduler_cls" in params else MAKE_SWAP
+    text = "".join(lines)
+    if not text.endswith("\n"):
+        text += "\n"
+    params = "async_scheduling: bool"
+    if make is MAKE_SWAP:
+        params = f"\n    {params}, monkeypatch: pytest.MonkeyPatch\n"
+    return text + TEST_BODY.format(seam=SEAM, make=make, params=params)
+
+
+def _module_function(tree: ast.Module, name: str) -> ast.FunctionDef:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise SeriesError(f"no {name}() in {UTILS_REL}")
+
+
+def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
+    """Rebuild the series against the vLLM source tree ``tree`` (a release
+    sdist, or a clone of ``main`` at submission time) into
+    ``upstream_patch/<tag>/`` (or ``out``): the hook and its call are placed
+    by AST, the test is appended to the tree's own test file, and the patch
+    is made by ``git format-patch`` from a scratch commit of the tree's files
+    (so the hunks are the tree's, never offset-patched)."""
+    tree = Path(tree)
+    missing = [
+        rel
+        for rel in (SCHEDULER_REL, TEST_REL, UTILS_REL)
+        if not (tree / rel).is_file()
+    ]
+    if missing:
+        raise SeriesError(f"{tree} is not a vLLM source tree (missing {missing[0]})")
+    scheduler, scope_new = patched_scheduler((tree / SCHEDULER_REL).read_text())
+    test = patched_test((tree / TEST_REL).read_text(), (tree / UTILS_REL).read_text())
+    out = Path(out) if out else PATCH_DIR / tag
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    name, email = AUTHOR[: AUTHOR.index(" <")], AUTHOR[AUTHOR.index("<") + 1 : -1]
+    env.update(
+        GIT_AUTHOR_NAME=name,
+        GIT_AUTHOR_EMAIL=email,
+        GIT_COMMITTER_NAME=name,
+        GIT_COMMITTER_EMAIL=email,
+        GIT_AUTHOR_DATE=DATE,
+        GIT_COMMITTER_DATE=DATE,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+    )
+    with tempfile.TemporaryDirectory(prefix="vab-resync-") as scratch:
+        repo = Path(scratch) / "tree"
+        repo.mkdir()
+
+        def git(*args: str) -> str:
+            result = subprocess.run(
+                ["git", "-c", "core.autocrlf=false", *args],
+                cwd=repo,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode != 0:
+                raise SeriesError(f"git {args[0]} failed: {result.stderr.strip()}")
+            return result.stdout
+
+        git("init", "-q")
+        for rel in (SCHEDULER_REL, TEST_REL):
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(tree / rel, repo / rel)
+        git("add", "-A")
+        git("commit", "-q", "-m", f"vLLM {tag}")
+        (repo / SCHEDULER_REL).write_text(scheduler)
+        (repo / TEST_REL).write_text(test)
+        message = SUBJECT + "\n\n" + MESSAGE.format(scope=SCOPE_KV if scope_new else "")
+        (Path(scratch) / "message").write_text(message)
+        git("commit", "-q", "-a", "-F", str(Path(scratch) / "message"))
+        patch = git("format-patch", "-1", "--stdout", "--zero-commit", "--no-signature")
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.patch"):
+        old.unlink()
+    (out / PATCH_NAME).write_text(patch)
+    (out / "series").write_text(
+        "# Applied in this order by upstream_patch/series.py.\n"
+        "# Generated by: python upstream_patch/series.py resync "
+        f"--tag {tag} --tree DIR\n"
+        f"{PATCH_NAME}\n"
+    )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "command", choices=["apply", "revert", "status", "check", "sdist"]
+        "command", choices=["apply", "revert", "status", "check", "sdist", "resync"]
     )
     parser.add_argument("--lane", default="release", choices=sorted(PIN_FILES))
-    parser.add_argument("--tree", type=Path, help="source tree for `check`")
+    parser.add_argument(
+        "--tree", type=Path, help="vLLM source tree for `check` and `resync`"
+    )
+    parser.add_argument(
+        "--tag",
+        help="for resync: the release tag the tree is (default: the lane's pin)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="for resync: output folder (default: upstream_patch/<tag>/)",
+    )
     parser.add_argument(
         "--site",
         type=Path,
@@ -435,6 +802,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if status(args.lane, site=args.site) else 1
         elif args.command == "check":
             check(args.lane, args.tree)
+        elif args.command == "resync":
+            tag = args.tag or lane_tag(args.lane)
+            tree = args.tree or sdist(args.lane)
+            print(resync(tree, tag, args.out))
         elif args.project == "vllm-ascend":
             print(ascend_sdist())
         else:

@@ -15,7 +15,6 @@ admission, never admit past the cap.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -53,9 +52,12 @@ class BalanceSchedulerMixin:
     Two consequences of the contract, kept on purpose (vllm-ascend's gate
     behaves the same): the payload is ``len(running)``, so paused streaming
     sessions, which upstream's own stop condition also counts, do not make a
-    rank the leader; and a frozen step admits nothing that the WAITING loop
-    would admit, including (where the release has them) requests already
-    holding KV blocks from an async KV load.
+    rank the leader; and a frozen step admits no *new* request. Where the
+    release keeps requests that already hold KV blocks (e.g. after an async
+    KV load) in their own queue (``kv_holding_waiting``), the seam lets
+    those drain, as ``PauseState.PAUSED_NEW`` does: holding them admits no
+    new work but keeps their blocks allocated on the frozen rank
+    (``tests/test_gate_scope.py``).
 
     Bounded freeze (opt-in, :attr:`balance_max_frozen_steps` = N): a gather
     that finds the leader at the cap after N consecutive frozen gathers opens
@@ -101,7 +103,6 @@ class BalanceSchedulerMixin:
     _balance_held: set[str] | None = None
     _balance_slots: list[torch.Tensor]
     _balance_local: torch.Tensor
-    _balance_next_seam: ClassVar[Callable[[Any], bool]]
 
     def balance_gather(self) -> None:
         """All-gather ``len(self.running)`` over ``dp_group`` (one collective)
@@ -145,7 +146,14 @@ class BalanceSchedulerMixin:
             self.balance_frozen_run = 0
         self.balance_frozen = frozen
         self._balance_held = (
-            {r.request_id for r in self.running}  # type: ignore[attr-defined]
+            {
+                r.request_id
+                for queue in (
+                    self.running,  # type: ignore[attr-defined]
+                    getattr(self, "kv_holding_waiting", ()),
+                )
+                for r in queue
+            }
             if frozen
             else None
         )
@@ -158,8 +166,9 @@ class BalanceSchedulerMixin:
     def _balance_check_frozen_step(self) -> None:
         """The run-time tripwire, run at each gather (off the ``schedule()``
         path): if the previous gather froze the gate, every request running
-        now must have been running then, since a frozen step admits nothing
-        from WAITING (new or resumed). A request that is new to ``running``
+        now must have been running (or holding KV blocks in
+        ``kv_holding_waiting``) then, since a frozen step admits no new
+        request. A request that is new to ``running``
         means the scheduler class does not reach the seam: one error per
         process, naming the class."""
         held = self._balance_held
@@ -180,20 +189,12 @@ class BalanceSchedulerMixin:
                 SEAM,
             )
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # The seam runs once per admission attempt: resolve the next override
-        # in the MRO once per class rather than through super() on every call.
-        later = cls.__mro__[cls.__mro__.index(BalanceSchedulerMixin) + 1 :]
-        cls._balance_next_seam = next(
-            (k.__dict__[SEAM] for k in later if SEAM in k.__dict__), _missing_seam
-        )
-
     def _should_stop_admitting_waiting(self) -> bool:
         """True while frozen; otherwise whatever the next class in the MRO
-        says (upstream's default: False, a ``scheduler_cls`` may add its own
-        policy)."""
-        return self.balance_frozen or self._balance_next_seam()
+        says (upstream's default: False; a ``scheduler_cls`` may add its own
+        policy). Asked once per ``schedule()`` call, so plain ``super()``
+        costs nothing worth caching."""
+        return self.balance_frozen or super()._should_stop_admitting_waiting()  # type: ignore[misc]
 
 
 def gated_class(cls: type) -> type:
@@ -201,11 +202,3 @@ def gated_class(cls: type) -> type:
     :class:`BalanceSchedulerMixin` in ``cls``'s MRO)."""
     mro = cls.__mro__
     return mro[mro.index(BalanceSchedulerMixin) + 1]
-
-
-def _missing_seam(self: Any) -> bool:
-    raise TypeError(
-        f"{type(self).__name__} has no Scheduler.{SEAM}() to extend: the "
-        f"installed vLLM lacks the seam; install a vLLM carrying "
-        f"upstream_patch/ (a fork branch with the series, or series.py apply)"
-    )

@@ -3,15 +3,18 @@
 from vLLM's own ``scheduler.py`` text with :mod:`ast`, and the known-bad
 variants of the patched file that the negative controls load.
 
-The series' shape (every release): the WAITING loop keeps the release's own
-cap check inline, ``[assignments it reads] if <cap test>: break``, and right
-after it ``if self._should_stop_admitting_waiting(): break``; the seam's
-default returns False. Two variants of the patched text are built here:
+The series' shape (every release): the seam is asked once per ``schedule()``
+call, ``stop_admitting_waiting = self._should_stop_admitting_waiting()``
+right before the WAITING loop; the loop keeps the release's own cap check
+inline, ``[assignments it reads] if <cap test>: break``, and right after it
+``if stop_admitting_waiting[ and <queue> is self.waiting]: break``; the
+seam's default returns False. Two variants of the patched text are built
+here:
 
 * :func:`old_shape_source`: the shape this project first proposed, with the
   cap check moved *into* the overridable method (its default body) and the
-  loop calling only the method. A pure refactor too, but an override that
-  returns False removes the cap.
+  loop calling only the method, on every admission attempt. A pure refactor
+  too, but an override that returns False removes the cap.
 * :func:`inline_cap_mutant_source`: the new shape with the inline check's
   ``>=`` (``==`` in releases that compare for equality) turned into ``>``,
   i.e. a patch that did not keep the release's condition byte for byte.
@@ -72,16 +75,40 @@ def _calls_seam(test: ast.expr) -> bool:
     )
 
 
+def _seam_flag(body: list[ast.stmt], loop: ast.While) -> str | None:
+    """The name bound to ``self._should_stop_admitting_waiting()`` right
+    before ``loop`` in ``body`` (the once-per-call ask), if any."""
+    index = body.index(loop)
+    prior = body[index - 1] if index else None
+    if (
+        isinstance(prior, ast.Assign)
+        and len(prior.targets) == 1
+        and isinstance(prior.targets[0], ast.Name)
+        and _calls_seam(prior.value)
+    ):
+        return prior.targets[0].id
+    return None
+
+
+def _reads_flag(test: ast.expr, flag: str) -> bool:
+    """``if <flag>`` or ``if <flag> and <queue> is self.waiting``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        test = test.values[0]
+    return isinstance(test, ast.Name) and test.id == flag
+
+
 @dataclass
 class StopCondition:
     """The WAITING loop's cap check: ``feeding`` assignments, then
-    ``check`` (``if test: break``); ``seam_check`` is the ``if
-    self._should_stop_admitting_waiting(): break`` right after it (None in
-    a release without the seam)."""
+    ``check`` (``if test: break``); ``seam_ask`` is the once-per-call
+    ``<flag> = self._should_stop_admitting_waiting()`` right before the loop
+    and ``seam_check`` the ``if <flag>...: break`` right after the cap check
+    (both None in a release without the seam)."""
 
     feeding: list[ast.stmt]
     check: ast.If
     seam_check: ast.If | None
+    seam_ask: ast.Assign | None = None
 
     @property
     def test(self) -> ast.expr:
@@ -96,9 +123,18 @@ class StopCondition:
 def stop_condition(source: str) -> StopCondition:
     """The cap check of ``Scheduler.schedule()``'s WAITING loop in ``source``."""
     schedule = method(ast.parse(source), "Scheduler", "schedule")
+    parents = {
+        id(child): node
+        for node in ast.walk(schedule)
+        for field in ("body", "orelse")
+        if isinstance(getattr(node, field, None), list)
+        for child in getattr(node, field)
+    }
     for loop in ast.walk(schedule):
         if not isinstance(loop, ast.While):
             continue
+        body = getattr(parents.get(id(loop)), "body", [])
+        flag = _seam_flag(body, loop) if loop in body else None
         for index, stmt in enumerate(loop.body):
             if isinstance(stmt, ast.If) and _breaks(stmt) and cap_attributes(stmt.test):
                 read = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
@@ -111,12 +147,15 @@ def stop_condition(source: str) -> StopCondition:
                 after = loop.body[index + 1] if index + 1 < len(loop.body) else None
                 seam_check = (
                     after
-                    if isinstance(after, ast.If)
+                    if flag is not None
+                    and isinstance(after, ast.If)
                     and _breaks(after)
-                    and _calls_seam(after.test)
+                    and _reads_flag(after.test, flag)
                     else None
                 )
-                return StopCondition(feeding, stmt, seam_check)
+                ask = body[body.index(loop) - 1] if seam_check else None
+                assert ask is None or isinstance(ask, ast.Assign)
+                return StopCondition(feeding, stmt, seam_check, ask)
     raise AssertionError("no cap stop condition in the WAITING loop")
 
 
@@ -127,11 +166,19 @@ def _segment(lines: list[str], node: ast.stmt) -> str:
 
 def old_shape_source(source: str) -> str:
     """``source`` (the patched file) rewritten to the old shape: the inline
-    cap check (and the assignments it reads) removed from the loop, and the
-    seam's ``return False`` replaced by them, ending in ``return <cap test>``."""
+    cap check (and the assignments it reads) removed from the loop, the
+    check after it asking the seam on every attempt, and the seam's
+    ``return False`` replaced by the cap check, ``return <cap test>``."""
     lines = source.splitlines(keepends=True)
     found = stop_condition(source)
     assert found.seam_check is not None, "the source has no seam after the cap"
+    seam_if = found.seam_check
+    assert seam_if.end_lineno is not None
+    head = lines[seam_if.lineno - 1]
+    indent_if = head[: len(head) - len(head.lstrip())]
+    lines[seam_if.lineno - 1 : seam_if.end_lineno] = [
+        f"{indent_if}if self.{SEAM}():\n{indent_if}    break\n"
+    ]
     seam = method(ast.parse(source), "Scheduler", SEAM)
     ret = seam.body[-1]
     assert isinstance(ret, ast.Return) and isinstance(ret.value, ast.Constant)
