@@ -29,6 +29,13 @@ The opt-in bound against starvation is
 JSON integer N; absent or null = the unbounded contract): after N consecutive
 frozen gathers the gate opens for one step (a "fail-open" step).
 
+The opt-in log-depth collective is
+``additional_config.scheduler_config.balance_collective``: ``"all_gather"``
+(absent or null: the contract's all-gather of ``len(running)``) or
+``"all_reduce_max"`` (the same decisions from ceil(log2 N) point-to-point
+rounds instead of gloo's N-1 ring rounds; see
+:mod:`~vllm_ascend_balance.collectives`).
+
 The functions only read the ``VllmConfig`` they are given and the
 environment mapping (``os.environ`` unless one is passed).
 """
@@ -42,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_ascend_balance.collectives import COLLECTIVES, DEFAULT_COLLECTIVE
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
@@ -58,9 +66,14 @@ MAX_FROZEN_EXAMPLE = (
     '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
     'true, "balance_max_frozen_steps": 64}}\''
 )
+COLLECTIVE_SETTING = "additional_config.scheduler_config.balance_collective"
+COLLECTIVE_EXAMPLE = (
+    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
+    'true, "balance_collective": "all_reduce_max"}}\''
+)
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 #: The keys this package reads under ``additional_config.scheduler_config``.
-KEYS = ("enable_balance_scheduling", "balance_max_frozen_steps")
+KEYS = ("enable_balance_scheduling", "balance_max_frozen_steps", "balance_collective")
 
 
 class BalanceConfigError(ValueError):
@@ -79,11 +92,14 @@ class BalanceSetting:
         max_frozen_steps: :data:`MAX_FROZEN_SETTING`, the most consecutive
             frozen gathers before a fail-open step; None = unbounded (the
             contract as it is).
+        collective: :data:`COLLECTIVE_SETTING`, one of
+            :data:`~vllm_ascend_balance.collectives.COLLECTIVES`.
     """
 
     enabled: bool
     source: str
     max_frozen_steps: int | None = None
+    collective: str = DEFAULT_COLLECTIVE
 
 
 def _require_bool(value: Any, setting: str) -> bool:
@@ -122,6 +138,20 @@ def _read_max_frozen_steps(sched: dict[str, Any]) -> int | None:
     return value
 
 
+def _read_collective(sched: dict[str, Any]) -> str:
+    value = sched.get("balance_collective")
+    if value is None:
+        return DEFAULT_COLLECTIVE
+    if value not in COLLECTIVES:
+        raise BalanceConfigError(
+            f"{COLLECTIVE_SETTING} must be one of "
+            f"{', '.join(json.dumps(c) for c in COLLECTIVES)}, got "
+            f"{json.dumps(value, default=str)}: use e.g. {COLLECTIVE_EXAMPLE}, "
+            f"or remove the key for the default all_gather"
+        )
+    return str(value)
+
+
 def _refuse_misspelled_keys(
     section: dict[str, Any], where: str, known: tuple[str, ...]
 ) -> None:
@@ -148,7 +178,8 @@ def read_balance_setting(
         BalanceConfigError: a JSON value is not a boolean, the environment
             variable is not ``0``/``1``/``true``/``false``,
             ``scheduler_config`` in ``additional_config`` is not a mapping,
-            :data:`MAX_FROZEN_SETTING` is not a positive integer, or a key is
+            :data:`MAX_FROZEN_SETTING` is not a positive integer,
+            :data:`COLLECTIVE_SETTING` is not a known collective, or a key is
             one typo away from one of these settings.
     """
     additional = getattr(vllm_config, "additional_config", None) or {}
@@ -156,10 +187,11 @@ def read_balance_setting(
     _refuse_misspelled_keys(sched, "additional_config.scheduler_config", KEYS)
     _refuse_misspelled_keys(additional, "additional_config", KEYS[:1])
     max_frozen = _read_max_frozen_steps(sched)
+    collective = _read_collective(sched)
     enabled, source = _read_enabled(
         additional, sched, os.environ if environ is None else environ
     )
-    return BalanceSetting(enabled, source, max_frozen)
+    return BalanceSetting(enabled, source, max_frozen, collective)
 
 
 def _read_env(environ: Mapping[str, str]) -> bool | None:
