@@ -31,6 +31,7 @@ the same torch classes as vLLM's ``init_gloo_process_group`` (a
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
@@ -90,9 +91,7 @@ def _make_group(port: int, rank: int, size: int) -> Any:
     backend = ProcessGroupGloo(prefix, rank, size, timeout=timeout)
     pg._set_default_backend(ProcessGroup.BackendType.GLOO)
     backend._set_sequence_number_for_group()
-    pg._register_backend(
-        torch.device("cpu"), ProcessGroup.BackendType.GLOO, backend
-    )
+    pg._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, backend)
     return pg, store
 
 
@@ -142,10 +141,9 @@ def _traced(out_path: str) -> subprocess.Popen | None:
 
 
 def _mark(text: str) -> None:
-    try:
+    # The failed syscall, seen by strace, is the marker.
+    with contextlib.suppress(OSError):
         os.stat(f"{MARK}/{text}")
-    except OSError:
-        pass  # the failed syscall is the marker
 
 
 def _rank_main(
@@ -182,7 +180,9 @@ def _rank_main(
 
 
 _WRITEV = re.compile(r"writev\((\d+), \[(.*?)\], (\d+)")
-_READ = re.compile(r"recvfrom(?:\((\d+), | resumed>).*?, (\d+), \d+, NULL, NULL\) = (\d+)")
+_READ = re.compile(
+    r"recvfrom(?:\((\d+), | resumed>).*?, (\d+), \d+, NULL, NULL\) = (\d+)"
+)
 
 
 def parse_trace(text: str, calls: int) -> dict[str, dict[str, float]]:
@@ -305,7 +305,34 @@ def confirms(name: str, size: int, counted: dict[str, Any]) -> bool:
     )
 
 
+def parse_sizes(text: str) -> list[int]:
+    """``"2-16"`` or ``"2,3,8"`` (ranges allowed in a list)."""
+    sizes: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        sizes.extend(range(int(lo), int(hi or lo) + 1))
+    if not sizes or min(sizes) < 2:
+        raise SystemExit(f"error: --sizes {text!r}: DP sizes of 2 or more, e.g. 2-16")
+    return sorted(set(sizes))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="2-16", help="DP sizes, e.g. 2-16")
+    parser.add_argument("--calls", type=int, default=20, help="counted calls per op")
+    parser.add_argument("--json", type=Path, help="write the counts as JSON")
+    args = parser.parse_args(argv)
+    counts = count_rounds(parse_sizes(args.sizes), args.calls)
+    if args.json:
+        args.json.write_text(json.dumps({str(k): v for k, v in counts.items()}))
+    else:
+        for size, row in counts.items():
+            print(size, row)
+    return 0
+
+
 if __name__ == "__main__":
-    sizes = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "2,3,4").split(",")]
-    for size, row in count_rounds(sizes).items():
-        print(size, row)
+    sys.exit(main())

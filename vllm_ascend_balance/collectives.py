@@ -99,12 +99,14 @@ def reduce_extremes(
     for tag, (send_to, receive_from) in enumerate(
         dissemination_peers(group.rank(), group.size())
     ):
-        # Receive posted first and both awaited before combining: ``mine``
-        # is the send buffer and must not change while it is in flight.
-        received = group.recv([inbox], receive_from, tag)
+        # Both posted before either is awaited (no pair waits on the other),
+        # send first: on gloo a receive posted before the send was measured
+        # ~50x slower per round on loopback (benchmarks/bench_gather.py).
+        # Both complete before combining: ``mine`` is the send buffer.
         sent = group.send([mine], send_to, tag)
-        received.wait()
+        received = group.recv([inbox], receive_from, tag)
         sent.wait()
+        received.wait()
         combine(mine, inbox)
     return int(mine[0]), -int(mine[1])
 
