@@ -509,8 +509,8 @@ def fleet_scale(
                 cells.append(
                     f"{us:.0f}, " + ", ".join(f"{100 * x:.2f}%" for x in shares)
                 )
-                key = "here" if i == len(HOP_US) else f"{hop:g}us"
-                entry[key] = {"us_per_step": us} | {
+                column = "here" if i == len(HOP_US) else f"{hop:g}us"
+                entry[column] = {"us_per_step": us} | {
                     f"share_{ms:g}ms": x
                     for ms, x in zip(SCALE_STEPS_MS, shares, strict=True)
                 }
