@@ -530,9 +530,10 @@ def fleet_scale(
         "loopback on 2 cores shared with other work (an upper bound for a "
         "host hop's software cost, not a network latency); oversubscribed "
         "DP > cores timings are not used. The opt-in runs on gloo's "
-        "point-to-point send/recv, whose round costs more here than a "
-        "collective's ring round (more thread hand-offs per message); the "
-        "'measured here' column uses each collective's own DP 2 round.",
+        "point-to-point send/recv, whose DP 2 round on this loaded machine "
+        "is bimodal across runs (close to the ring's round, or some ms: "
+        "thread hand-offs per message under contention); the 'measured "
+        "here' column uses each collective's own DP 2 round of this run.",
     ]
     return {
         "rounds": {str(k): v for k, v in counts.items()},
