@@ -32,7 +32,9 @@ import vllm.v1.engine.core as engine_core_mod
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vllm_ascend_balance import ascend_patch, engine_chain, metrics, stats_carrier
+from vllm_ascend_balance.collectives import DEFAULT_COLLECTIVE
 from vllm_ascend_balance.config import (
+    COLLECTIVE_SETTING,
     MAX_FROZEN_SETTING,
     SETTING,
     STALL_SETTING,
@@ -109,6 +111,7 @@ class ActivationPlan:
         source: where the setting came from.
         scheduler_cls: the scheduler class the config would use without us.
         max_frozen_steps: the bounded-freeze setting (None = unbounded).
+        collective: the ``balance_collective`` setting.
         ascend: vllm-ascend's balance patch, neutralised wherever balance is
             requested (None: vllm-ascend is not installed).
         notes: human-readable reasons (why inactive, what composes).
@@ -119,6 +122,7 @@ class ActivationPlan:
     source: str
     scheduler_cls: type | None = None
     max_frozen_steps: int | None = None
+    collective: str = DEFAULT_COLLECTIVE
     ascend: ascend_patch.AscendPatch | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -152,6 +156,7 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         False,
         setting.source,
         max_frozen_steps=setting.max_frozen_steps,
+        collective=setting.collective,
     )
     if not setting.enabled:
         plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
@@ -214,6 +219,10 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         if stall is None
         else f"stall warning after {stall:g} s in a gather ({STALL_SETTING})"
     )
+    if setting.collective != DEFAULT_COLLECTIVE:
+        plan.notes.append(
+            f"collective {setting.collective} (log-depth, {COLLECTIVE_SETTING})"
+        )
     plan.notes.append(
         f"gate on {base.__name__} (its schedule() reaches Scheduler.{SEAM}), "
         f"gather after DPEngineCoreProc._has_global_unfinished_reqs, "
@@ -222,18 +231,27 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
     return plan
 
 
-def compose_scheduler(base: type, max_frozen_steps: int | None = None) -> type:
+def compose_scheduler(
+    base: type,
+    max_frozen_steps: int | None = None,
+    collective: str = DEFAULT_COLLECTIVE,
+) -> type:
     """``base`` with :class:`BalanceSchedulerMixin` in front, bounded by
-    ``max_frozen_steps`` (one class per pair, so every engine core of a
-    process gets the very same class)."""
-    return _compose_scheduler(base, max_frozen_steps)
+    ``max_frozen_steps``, exchanging by ``collective`` (one class per
+    combination, so every engine core of a process gets the very same
+    class)."""
+    return _compose_scheduler(base, max_frozen_steps, collective)
 
 
 @functools.cache
-def _compose_scheduler(base: type, max_frozen_steps: int | None) -> type:
+def _compose_scheduler(
+    base: type, max_frozen_steps: int | None, collective: str
+) -> type:
     namespace: dict[str, Any] = {"__module__": __name__}
     if max_frozen_steps is not None:
         namespace["balance_max_frozen_steps"] = max_frozen_steps
+    if collective != DEFAULT_COLLECTIVE:
+        namespace["balance_collective"] = collective
     return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), namespace)
 
 
@@ -264,7 +282,7 @@ def run_engine_core(
         assert plan.scheduler_cls is not None
         install_gather_hook(engine_core_mod.DPEngineCoreProc)
         vllm_config.scheduler_config.scheduler_cls = compose_scheduler(
-            plan.scheduler_cls, plan.max_frozen_steps
+            plan.scheduler_cls, plan.max_frozen_steps, plan.collective
         )
         notes = "; ".join(plan.notes)
         logger.info("balance scheduling active on DP rank %d: %s", dp_rank, notes)

@@ -36,6 +36,13 @@ positive JSON number; ``0`` turns it off; absent or null =
 for its peers logs a warning, repeated at that interval, while it waits
 (:mod:`~vllm_ascend_balance.stall`).
 
+The opt-in log-depth collective is
+``additional_config.scheduler_config.balance_collective``: ``"all_gather"``
+(absent or null: the contract's all-gather of ``len(running)``) or
+``"all_reduce_max"`` (the same decisions from ceil(log2 N) point-to-point
+rounds instead of gloo's N-1 ring rounds; see
+:mod:`~vllm_ascend_balance.collectives`).
+
 The functions only read the ``VllmConfig`` they are given and the
 environment mapping (``os.environ`` unless one is passed).
 """
@@ -50,6 +57,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_ascend_balance.collectives import COLLECTIVES, DEFAULT_COLLECTIVE
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
@@ -65,6 +73,11 @@ MAX_FROZEN_SETTING = "additional_config.scheduler_config.balance_max_frozen_step
 MAX_FROZEN_EXAMPLE = (
     '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
     'true, "balance_max_frozen_steps": 64}}\''
+)
+COLLECTIVE_SETTING = "additional_config.scheduler_config.balance_collective"
+COLLECTIVE_EXAMPLE = (
+    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
+    'true, "balance_collective": "all_reduce_max"}}\''
 )
 STALL_SETTING = "additional_config.scheduler_config.balance_stall_warning_s"
 STALL_EXAMPLE = (
@@ -84,6 +97,7 @@ KEYS = (
     "enable_balance_scheduling",
     "balance_max_frozen_steps",
     "balance_stall_warning_s",
+    "balance_collective",
 )
 
 
@@ -106,12 +120,15 @@ class BalanceSetting:
         stall_warning_s: :data:`STALL_SETTING`, seconds a gather may wait
             for its peers before the rank warns (and again every as many
             seconds); None = off.
+        collective: :data:`COLLECTIVE_SETTING`, one of
+            :data:`~vllm_ascend_balance.collectives.COLLECTIVES`.
     """
 
     enabled: bool
     source: str
     max_frozen_steps: int | None = None
     stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
+    collective: str = DEFAULT_COLLECTIVE
 
 
 def _require_bool(value: Any, setting: str) -> bool:
@@ -182,6 +199,20 @@ def read_stall_warning_s(vllm_config: Any) -> float | None:
     return _read_stall_warning_s(_scheduler_section(additional))
 
 
+def _read_collective(sched: dict[str, Any]) -> str:
+    value = sched.get("balance_collective")
+    if value is None:
+        return DEFAULT_COLLECTIVE
+    if value not in COLLECTIVES:
+        raise BalanceConfigError(
+            f"{COLLECTIVE_SETTING} must be one of "
+            f"{', '.join(json.dumps(c) for c in COLLECTIVES)}, got "
+            f"{json.dumps(value, default=str)}: use e.g. {COLLECTIVE_EXAMPLE}, "
+            f"or remove the key for the default all_gather"
+        )
+    return str(value)
+
+
 def _refuse_misspelled_keys(
     section: dict[str, Any], where: str, known: tuple[str, ...]
 ) -> None:
@@ -209,7 +240,8 @@ def read_balance_setting(
             variable is not ``0``/``1``/``true``/``false``,
             ``scheduler_config`` in ``additional_config`` is not a mapping,
             :data:`MAX_FROZEN_SETTING` is not a positive integer,
-            :data:`STALL_SETTING` is not a non-negative number, or a key is
+            :data:`STALL_SETTING` is not a non-negative number,
+            :data:`COLLECTIVE_SETTING` is not a known collective, or a key is
             one typo away from one of these settings.
     """
     additional = getattr(vllm_config, "additional_config", None) or {}
@@ -218,10 +250,11 @@ def read_balance_setting(
     _refuse_misspelled_keys(additional, "additional_config", KEYS[:1])
     max_frozen = _read_max_frozen_steps(sched)
     stall_warning_s = _read_stall_warning_s(sched)
+    collective = _read_collective(sched)
     enabled, source = _read_enabled(
         additional, sched, os.environ if environ is None else environ
     )
-    return BalanceSetting(enabled, source, max_frozen, stall_warning_s)
+    return BalanceSetting(enabled, source, max_frozen, stall_warning_s, collective)
 
 
 def _read_env(environ: Mapping[str, str]) -> bool | None:

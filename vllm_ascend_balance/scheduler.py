@@ -18,8 +18,8 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
-import torch.distributed as dist
 
+from vllm_ascend_balance.collectives import DEFAULT_COLLECTIVE, EXCHANGES
 from vllm_ascend_balance.logger import init_logger
 
 if TYPE_CHECKING:
@@ -72,10 +72,15 @@ class BalanceSchedulerMixin:
     Attributes:
         dp_group: the DP ``ProcessGroup`` (gloo/HCCL), injected by the engine.
         balance_gathered: last gathered running counts, int64 tensor of shape
-            ``(dp_size,)``, index = DP rank; None before the first gather.
+            ``(dp_size,)``, index = DP rank; None before the first gather
+            (and always with ``"all_reduce_max"``, which gathers no vector).
         balance_frozen: whether admission from WAITING is frozen this step.
         balance_max_frozen_steps: the bound N, or None (unbounded contract);
             a class attribute set by activation.
+        balance_collective: how the group's max/min running count is
+            learnt (:mod:`~vllm_ascend_balance.collectives`): ``"all_gather"``
+            (the contract) or the opt-in log-depth ``"all_reduce_max"``; a
+            class attribute set by activation.
         balance_frozen_run: consecutive frozen gathers so far (reset by an
             open or fail-open gather and by a new DP group).
         balance_gathers: number of gathers done (one per active step).
@@ -84,13 +89,14 @@ class BalanceSchedulerMixin:
             the cap, gate open anyway).
         balance_gather_seconds: wall time spent in the gather collective, s.
         balance_last_gather_s: duration of the last gather collective, s.
-        balance_spread: ``max - min`` of the last gathered vector.
+        balance_spread: ``max - min`` of the last gathered running counts.
     """
 
     dp_group: ProcessGroup | None = None
     balance_gathered: torch.Tensor | None = None
     balance_frozen: bool = False
     balance_max_frozen_steps: ClassVar[int | None] = None
+    balance_collective: ClassVar[str] = DEFAULT_COLLECTIVE
     balance_frozen_run: int = 0
     balance_gathers: int = 0
     balance_frozen_gathers: int = 0
@@ -105,12 +111,13 @@ class BalanceSchedulerMixin:
     _balance_local: torch.Tensor
 
     def balance_gather(self) -> None:
-        """All-gather ``len(self.running)`` over ``dp_group`` (one collective)
-        and recompute :attr:`balance_frozen`. No-op without a group.
+        """All-gather ``len(self.running)`` over ``dp_group`` (one collective;
+        or the :attr:`balance_collective` chosen) and recompute
+        :attr:`balance_frozen`. No-op without a group.
 
-        The receive buffer is sized from the group itself, so a group replaced
-        at run time (elastic EP ``reinitialize_distributed``) keeps working;
-        a replaced group also restarts the bounded-freeze run (class
+        Buffers are sized from the group itself, so a group replaced at run
+        time (elastic EP ``reinitialize_distributed``) keeps working; a
+        replaced group also restarts the bounded-freeze run (class
         docstring).
         """
         group = self.dp_group
@@ -119,20 +126,11 @@ class BalanceSchedulerMixin:
         if group is not self._balance_group:
             self._balance_group = group
             self.balance_frozen_run = 0
-        size = group.size()
-        gathered = self.balance_gathered
-        if gathered is None or gathered.numel() != size:
-            gathered = self.balance_gathered = torch.zeros(size, dtype=torch.int64)
-            self._balance_slots = list(gathered.split(1))
-            self._balance_local = torch.zeros(1, dtype=torch.int64)
-        self._balance_local[0] = len(self.running)  # type: ignore[attr-defined]
+        exchange = EXCHANGES[self.balance_collective]
         start = time.perf_counter()
-        # The list form (as vllm-ascend uses) works on gloo and HCCL alike and
-        # is not deprecated; the slots are views, so one max() reads them all.
-        dist.all_gather(self._balance_slots, self._balance_local, group=group)
+        leader, lowest = exchange(self, group, len(self.running))  # type: ignore[attr-defined]
         elapsed = time.perf_counter() - start
         self._balance_check_frozen_step()
-        leader = int(gathered.max())
         frozen = leader == admission_cap(self)
         if frozen:
             bound = self.balance_max_frozen_steps
@@ -161,7 +159,7 @@ class BalanceSchedulerMixin:
         self.balance_frozen_gathers += frozen
         self.balance_last_gather_s = elapsed
         self.balance_gather_seconds += elapsed
-        self.balance_spread = leader - int(gathered.min())
+        self.balance_spread = leader - lowest
 
     def _balance_check_frozen_step(self) -> None:
         """The run-time tripwire, run at each gather (off the ``schedule()``
