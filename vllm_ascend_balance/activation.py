@@ -32,9 +32,9 @@ import vllm.v1.engine.core as engine_core_mod
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vllm_ascend_balance import ascend_patch, engine_chain, metrics, stats_carrier
-from vllm_ascend_balance.collectives import DEFAULT_COLLECTIVE
 from vllm_ascend_balance.config import (
     COLLECTIVE_SETTING,
+    DEFAULT_COLLECTIVE,
     MAX_FROZEN_SETTING,
     SETTING,
     STALL_SETTING,

@@ -31,11 +31,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-#: Accepted values of the ``balance_collective`` setting; the first is the
-#: default.
-COLLECTIVES = ("all_gather", "all_reduce_max")
-DEFAULT_COLLECTIVE = COLLECTIVES[0]
-
 #: ``(scheduler, group, local) -> (max, min)`` over the group.
 Exchange = Callable[[Any, Any, int], tuple[int, int]]
 #: In-place ``combine(mine, received)`` of the log-depth exchange.

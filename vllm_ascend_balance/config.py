@@ -57,7 +57,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_ascend_balance.collectives import COLLECTIVES, DEFAULT_COLLECTIVE
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
@@ -91,6 +90,10 @@ STALL_EXAMPLE = (
 #: peer is a stall an operator wants to hear about, and otherwise sees
 #: nowhere (/health stays 200 while every rank waits).
 DEFAULT_STALL_WARNING_S = 60.0
+#: The exchanges :mod:`~vllm_ascend_balance.collectives` implements; the
+#: first is the contract's all-gather of ``len(running)``.
+COLLECTIVES = ("all_gather", "all_reduce_max")
+DEFAULT_COLLECTIVE = COLLECTIVES[0]
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 #: The keys this package reads under ``additional_config.scheduler_config``.
 KEYS = (

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from vllm_ascend_balance.collectives import DEFAULT_COLLECTIVE, EXCHANGES
+from vllm_ascend_balance.collectives import EXCHANGES
+from vllm_ascend_balance.config import DEFAULT_COLLECTIVE
 from vllm_ascend_balance.logger import init_logger
 
 if TYPE_CHECKING:
