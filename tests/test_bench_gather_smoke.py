@@ -15,9 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import REPO_ROOT
+from tests.support.lanes import NO_VLLM_ASCEND_CODE, REPO_ROOT, not_on_lane
 
-pytestmark = pytest.mark.multiproc
+pytestmark = [
+    pytest.mark.multiproc,
+    not_on_lane(
+        "ascend",
+        "the gather benchmark smoke test",
+        NO_VLLM_ASCEND_CODE,
+    ),
+]
 
 
 def test_bench_gather_quick_writes_the_table(tmp_path: Path) -> None:

@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from benchmarks import instruction_count
-from tests.support.lanes import REPO_ROOT
+from tests.support.lanes import NO_VLLM_ASCEND_CODE, REPO_ROOT, not_on_lane
+
+pytestmark = not_on_lane(
+    "ascend",
+    "the benchmark smoke test",
+    NO_VLLM_ASCEND_CODE,
+)
 
 SCRIPT = REPO_ROOT / "benchmarks" / "bench_schedule_overhead.py"
 VALGRIND = shutil.which("valgrind") or "valgrind"

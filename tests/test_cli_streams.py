@@ -23,6 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.lanes import NO_VLLM_ASCEND_CODE, not_on_lane
+
+pytestmark = not_on_lane("ascend", "the CLI stream routing test", NO_VLLM_ASCEND_CODE)
+
 BIN = Path(sys.executable).parent
 LEGACY = json.dumps({"enable_balance_scheduling": True})
 WARNING = "additional_config.enable_balance_scheduling is deprecated"

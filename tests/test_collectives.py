@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 import torch
 
+from tests.support.lanes import on_one_lane_only
 from tests.support.meshgroup import Mesh, MeshGroup
 from tests.support.processes import run_processes
 from vllm_ascend_balance import activation, collectives, config
@@ -287,6 +288,7 @@ def _rank_main(rank: int, parallel_config: Any, size: int, out_path: str) -> Non
 
 
 @pytest.mark.multiproc
+@on_one_lane_only("the log-depth collective on real gloo ranks")
 @pytest.mark.parametrize("size", [2, 3, 5, 8])
 def test_log_depth_decides_as_the_gather_on_gloo(tmp_path: Path, size: int) -> None:
     from vllm.config import ParallelConfig

@@ -113,3 +113,15 @@ def on_one_lane_only(what: str, lane: str = "release") -> pytest.MarkDecorator:
         reason=f"{what} runs on the {lane} lane only (CI budget): it does not "
         f"differ between vLLM lanes",
     )
+
+
+NO_VLLM_ASCEND_CODE = "it never touches vllm-ascend; the other lanes run it"
+
+
+def not_on_lane(lane: str, what: str, why: str) -> pytest.MarkDecorator:
+    """Skip on ``lane`` a test that adds nothing there (``why``); the
+    other lanes run it."""
+    return pytest.mark.skipif(
+        os.environ.get("VAB_LANE") == lane,
+        reason=f"{what} is skipped on the {lane} lane (CI budget): {why}",
+    )
