@@ -29,7 +29,6 @@ Timeouts are hang guards only.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -43,15 +42,13 @@ import pytest
 
 from tests.support.lanes import on_one_lane_only
 from tests.test_serve_metrics import (
-    EXECUTOR,
     Server,
     complete,
     free_port,
     scrape,
+    serve_args,
     wait_healthy,
 )
-from vllm_ascend_balance.replay.costmodel import ReplaySettings
-from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
 
 pytestmark = [
     pytest.mark.e2e,
@@ -84,30 +81,7 @@ class Deployment:
 
 
 def _common(tmp: Path) -> tuple[str, list[str]]:
-    model = str(write_tiny_moe_model(tmp / "model", 1024))
-    settings = ReplaySettings(
-        run_dir=str(tmp / "run"),
-        lockstep_port=free_port(),
-        time_scale=0.2,
-        kv_cache_tokens=64 * 1024,
-    )
-    additional = {
-        "scheduler_config": {"enable_balance_scheduling": True},
-        "balance_replay": settings.to_dict(),
-    }
-    args = [
-        "--skip-tokenizer-init",
-        "--data-parallel-size", "2",
-        "--data-parallel-address", "127.0.0.1",
-        "--distributed-executor-backend", EXECUTOR,
-        "--max-num-seqs", "4",
-        "--max-model-len", "1024",
-        "--no-enable-prefix-caching",
-        "--enforce-eager",
-        "--dtype", "float32",
-        "--additional-config", json.dumps(additional),
-    ]  # fmt: skip
-    return model, args
+    return serve_args(tmp, {"enable_balance_scheduling": True}, 4)
 
 
 def _spawn(dep: Deployment, name: str, args: list[str]) -> subprocess.Popen[bytes]:

@@ -88,7 +88,12 @@ class Server:
         return self.log.read_text(errors="replace")
 
 
-def start_server(tmp: Path, scheduler_config: dict[str, Any]) -> Server:
+def serve_args(
+    tmp: Path, scheduler_config: dict[str, Any], max_num_seqs: int
+) -> tuple[str, list[str]]:
+    """(model directory, the ``vllm serve`` arguments every balance
+    deployment of the suite shares: DP 2 on 127.0.0.1, the cost-model
+    executor, the given balance ``scheduler_config``)."""
     model = str(write_tiny_moe_model(tmp / "model", 1024))
     settings = ReplaySettings(
         run_dir=str(tmp / "run"),
@@ -100,6 +105,23 @@ def start_server(tmp: Path, scheduler_config: dict[str, Any]) -> Server:
         "scheduler_config": scheduler_config,
         "balance_replay": settings.to_dict(),
     }
+    args = [
+        "--skip-tokenizer-init",
+        "--data-parallel-size", "2",
+        "--data-parallel-address", "127.0.0.1",
+        "--distributed-executor-backend", EXECUTOR,
+        "--max-num-seqs", str(max_num_seqs),
+        "--max-model-len", "1024",
+        "--no-enable-prefix-caching",
+        "--enforce-eager",
+        "--dtype", "float32",
+        "--additional-config", json.dumps(additional),
+    ]  # fmt: skip
+    return model, args
+
+
+def start_server(tmp: Path, scheduler_config: dict[str, Any]) -> Server:
+    model, args = serve_args(tmp, scheduler_config, MAX_NUM_SEQS)
     port = free_port()
     log = tmp / "server.log"
     # INFO explicitly: the summary is an INFO line, whatever the caller's env.
@@ -112,17 +134,7 @@ def start_server(tmp: Path, scheduler_config: dict[str, Any]) -> Server:
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", model,
-        "--skip-tokenizer-init",
-        "--data-parallel-size", "2",
-        "--data-parallel-address", "127.0.0.1",
-        "--distributed-executor-backend", EXECUTOR,
-        "--max-num-seqs", str(MAX_NUM_SEQS),
-        "--max-model-len", "1024",
-        "--no-enable-prefix-caching",
-        "--enforce-eager",
-        "--dtype", "float32",
-        "--additional-config", json.dumps(additional),
+        "--model", model, *args,
         "--host", "127.0.0.1",
         "--port", str(port),
     ]  # fmt: skip
