@@ -44,17 +44,17 @@ RELEASE_CHECK = Path("scripts") / "release-check"
 LOAD_PLUGINS = """
 import json, sys
 import vllm
+from vllm.engine.arg_utils import EngineArgs
 from vllm.plugins import load_general_plugins
-from vllm.v1.engine import core
 
 load_general_plugins()
 import vllm_ascend_balance
-from vllm_ascend_balance import activation
 print(json.dumps({
     "package": vllm_ascend_balance.__file__,
     "version": vllm_ascend_balance.__version__,
     "vllm": vllm.__file__,
-    "registered": core.EngineCoreProc.run_engine_core is activation.run_engine_core,
+    # register() wraps create_engine_config (and nothing else).
+    "registered": getattr(EngineArgs.create_engine_config, "__vab_checked__", False),
 }))
 """
 
