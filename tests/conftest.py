@@ -25,6 +25,17 @@ def _capture_vllm_logs(caplog: pytest.LogCaptureFixture):
     vllm_logger.removeHandler(caplog.handler)
 
 
+@pytest.fixture(autouse=True)
+def _vllm_ascend_decider_restored():
+    """Activation neutralises vllm-ascend's balance decider for the whole
+    process (as an engine process wants); a test that activates balance
+    in-process must not leave it so for the tests after it."""
+    yield
+    from vllm_ascend_balance import ascend_patch
+
+    ascend_patch.restore()
+
+
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:

@@ -149,9 +149,6 @@ needs_vllm_ascend = pytest.mark.skipif(
 )
 
 
-_ASCEND_TARGET: list[Any] = []
-
-
 def _ascend_front_end(order: str, form: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """vLLM's front-end with vllm-ascend: plugins, then the platform's
     pre_register_and_update (which applies vllm-ascend's patches), then the
@@ -165,10 +162,9 @@ def _ascend_front_end(order: str, form: str, monkeypatch: pytest.MonkeyPatch) ->
     # vllm-ascend's global patches, as its platform and plugins apply them.
     current_platform.pre_register_and_update()
     if not engine_chain.current_target().__module__.startswith("vllm_ascend."):
-        # Applied by an earlier test (a module patches once per process):
-        # put back the target vllm-ascend's patches left then.
-        engine_core_mod.EngineCoreProc.run_engine_core = _ASCEND_TARGET[0]
-    _ASCEND_TARGET[:] = [engine_core_mod.EngineCoreProc.__dict__["run_engine_core"]]
+        # Applied earlier in this process (a module patches once, at
+        # import): re-run its import-time wrapping on the current target.
+        importlib.reload(importlib.import_module(ascend_patch.PATCH_MODULE))
     if order == "ascend-first":
         activation.register()
     return _create(FORMS[form] if form != "off" else OFF)

@@ -474,6 +474,9 @@ def test_vllm_plugin_loader_registers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [ep.load() for ep in ours] == [activation.register]
 
     monkeypatch.setattr(vllm.plugins, "plugins_loaded", False)
+    # Only this package's plugin: loading vllm-ascend's a second time in one
+    # process fails (its connectors register once).
+    monkeypatch.setenv("VLLM_PLUGINS", "ascend_balance")
     vllm.plugins.load_general_plugins()
     assert getattr(EngineArgs.create_engine_config, "__vab_checked__", False)
     assert engine_chain.current_target() is UPSTREAM_RUN

@@ -33,6 +33,21 @@ from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.sim import SimOptions, simulate
 from vllm_ascend_balance.replay.workload import ReplayRequest, load_workload
 
+
+def _has_throttle() -> bool:
+    import inspect
+
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    return "throttle_prefills" in inspect.signature(Scheduler.schedule).parameters
+
+
+pytestmark = pytest.mark.skipif(
+    not _has_throttle(),
+    reason="this release's Scheduler.schedule() has no throttle_prefills: "
+    "the prefill-interval mode cannot run (its refusal is tested where it can)",
+)
+
 # The simulated engine composes balance in-process (plan_activation), which
 # is refused while vllm-ascend's own balance patch is loaded.
 

@@ -197,9 +197,23 @@ def neutralise() -> AscendPatch | None:
     if patch.problem is not None:
         raise AscendPatchError(refusal(patch))
     module = importlib.import_module(PATCH_MODULE)
-    if not getattr(getattr(module, DECIDER, None), _NEUTRALISED, False):
+    decider = getattr(module, DECIDER, None)
+    if not getattr(decider, _NEUTRALISED, False):
+        _originals[PATCH_MODULE] = decider
         module.__dict__[DECIDER] = _never_enabled
     return patch
+
+
+_originals: dict[str, Any] = {}
+
+
+def restore() -> None:
+    """Undo :func:`neutralise` in this process (tests that run vllm-ascend's
+    own gate after one that activated balance in-process)."""
+    module = sys.modules.get(PATCH_MODULE)
+    original = _originals.pop(PATCH_MODULE, None)
+    if module is not None and original is not None:
+        module.__dict__[DECIDER] = original
 
 
 def is_neutralised() -> bool:

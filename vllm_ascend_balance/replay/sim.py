@@ -75,7 +75,7 @@ from vllm_ascend_balance.replay.sim_build import (
 )
 from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
 from vllm_ascend_balance.replay.workload_types import ReplayRequest
-from vllm_ascend_balance.scheduler import admission_cap
+from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, admission_cap
 
 __all__ = [
     "DEFAULT_STATS_INTERVAL_S",
@@ -175,7 +175,9 @@ def simulate(
     n = opts.dp_size
     cls = type(scheds[0])
     cap = admission_cap(scheds[0])
-    gating = hasattr(scheds[0], "balance_gather")
+    # The gate's class, not any balance_gather(): vllm-ascend's own
+    # BalanceScheduler has one too (taking its DP group).
+    gating = isinstance(scheds[0], BalanceSchedulerMixin)
     keep_gathers = gating and n <= GATHER_RECORDS_MAX_DP
     board = GatherBoard(n)
     groups = [BoardGroup(board, r) for r in range(n)]
