@@ -26,14 +26,19 @@ def _capture_vllm_logs(caplog: pytest.LogCaptureFixture):
 
 
 @pytest.fixture(autouse=True)
-def _vllm_ascend_decider_restored():
-    """Activation neutralises vllm-ascend's balance decider for the whole
-    process (as an engine process wants); a test that activates balance
-    in-process must not leave it so for the tests after it."""
+def _vllm_ascend_state_restored():
+    """vllm-ascend's balance patch changes the process at import (the
+    module-level ``Scheduler``), and activation neutralises its decider
+    for the whole process, as an engine process wants. A test that does
+    either in-process must not leave it so for the tests after it."""
+    import vllm.v1.core.sched.scheduler as sched_mod
+
+    scheduler = sched_mod.Scheduler
     yield
     from vllm_ascend_balance import ascend_patch
 
     ascend_patch.restore()
+    sched_mod.Scheduler = scheduler
 
 
 def pytest_collection_modifyitems(
