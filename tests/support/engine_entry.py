@@ -7,8 +7,7 @@ vLLM starts each engine core with ``target=EngineCoreProc.run_engine_core``
 does the same with a real spawned process. In the child, the bottom of the
 chain (upstream's ``run_engine_core``) is replaced, before the target's
 module is imported, by :func:`_record_choice`, which resolves exactly what
-upstream's does at
-call time (the module-level ``DPEngineCoreProc``, the config's
+upstream's does at call time (the module-level ``DPEngineCoreProc``, the config's
 ``get_scheduler_cls()``) and writes it down instead of starting an engine
 (no executor, no ZMQ handshake with a front-end: those cannot run without
 one). Everything above it (this package's link, other plugins' wrappers,
