@@ -76,6 +76,11 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
             "--max-num-batched-tokens \\(8\\) must be >= --max-num-seqs \\(16\\)",
         ),
         (["--dp", "1", "--mode", "off,on"], "--dp 1: balance .* use --dp 2"),
+        (["--mode", "off,sglang-delayer:x"], "expected sglang-delayer\\[:MAX"),
+        (
+            ["--engine", "asyncllm", "--mode", "off,trtllm-adp"],
+            "--mode trtllm-adp: peer policies run on the simulated engine only",
+        ),
     ],
 )
 def test_out_of_range_values_are_one_line_errors(argv, words):
@@ -94,6 +99,11 @@ def test_mode_grammar():
     assert on.config == on2.config and on2.label == "on'"  # an A/A pair
     with pytest.raises(ModeError):
         parse_modes("off+on")
+    peer, peer2 = parse_modes("vllm-align:30:2,vllm-align:30:2")
+    assert peer == Mode("vllm-align:30:2", peer="vllm-align:30:2")
+    assert peer.config == peer2.config and not peer.balance
+    with pytest.raises(ModeError, match="unknown peer policy|unknown mode"):
+        parse_modes("off,sglang")
 
 
 def test_runs_alternate_abba():

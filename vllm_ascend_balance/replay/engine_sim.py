@@ -117,6 +117,7 @@ class SimEngine:
                 requests,
                 sim_options(options, mode),
                 balance_max_frozen_steps=options.balance_max_frozen_steps,
+                peer=mode.peer,
                 progress=bar.update if bar is not None else None,
             )
         except KeyboardInterrupt:

@@ -11,6 +11,12 @@ every other one is compared with:
   ``prefill_schedule_interval=N`` (admit new prefills once every N engine
   steps, aligned across DP ranks), balance off;
 - ``on+interval:N``: both.
+- peer policies (``--engine sim`` only; :mod:`.peers`): another project's
+  DP admission rule through the same seam, balance off:
+  ``sglang-delayer[:N[:W]]`` (SGLang's PrefillDelayer),
+  ``trtllm-adp[:T[:W]]`` (TensorRT-LLM's attention-DP balance),
+  ``vllm-align[:D[:L]]`` (vLLM PR #51199's prefill alignment),
+  ``atom-delayer[:N[:MS]]`` (ROCm ATOM #930's PrefillDelayer).
 
 Shorthands: ``both`` = ``off,on``; ``aa`` = ``off,off`` (an A/A comparison:
 the same configuration twice, whose differences are noise). A mode named
@@ -41,20 +47,37 @@ class Mode:
         balance: balance scheduling on.
         prefill_schedule_interval: vLLM's engine argument, or None (vLLM's
             default).
+        peer: a peer policy's ``--mode`` entry (e.g. ``sglang-delayer:30``),
+            or None.
     """
 
     label: str
     balance: bool = False
     prefill_schedule_interval: int | None = None
+    peer: str | None = None
 
     @property
-    def config(self) -> tuple[bool, int | None]:
+    def config(self) -> tuple[bool, int | None, str | None]:
         """What the deployment gets (two modes with the same ``config`` are
         an A/A pair)."""
-        return self.balance, self.prefill_schedule_interval
+        return self.balance, self.prefill_schedule_interval, self.peer
+
+
+def _peer(text: str) -> Mode:
+    from vllm_ascend_balance.replay.peers import PolicyError, make_policy
+
+    try:
+        make_policy(text)
+    except PolicyError as e:
+        raise ModeError(str(e)) from None
+    return Mode(text, peer=text)
 
 
 def _one(text: str) -> Mode:
+    from vllm_ascend_balance.replay.peers import POLICIES
+
+    if text.partition(":")[0] in POLICIES:
+        return _peer(text)
     balance = False
     interval: int | None = None
     for part in text.split("+"):
@@ -72,7 +95,8 @@ def _one(text: str) -> Mode:
         else:
             raise ModeError(
                 f"--mode: unknown mode {text!r} (use off, on, interval:N, "
-                f"on+interval:N, or the shorthands both, aa)"
+                f"on+interval:N, a peer policy such as sglang-delayer:30, or "
+                f"the shorthands both, aa)"
             )
     return Mode(text, balance, interval)
 
@@ -95,5 +119,7 @@ def parse_modes(text: str) -> list[Mode]:
     for name in names:
         mode = _one(name)
         taken = sum(m.label.rstrip("'") == mode.label for m in modes)
-        modes.append(Mode(mode.label + "'" * taken, mode.balance, mode.config[1]))
+        modes.append(
+            Mode(mode.label + "'" * taken, mode.balance, mode.config[1], mode.peer)
+        )
     return modes

@@ -110,8 +110,10 @@ class ReplayOptions:
     mode: str = option(
         "off,on",
         "comma-separated modes, the first is the baseline: off, on (balance), "
-        "interval:N (vLLM's prefill_schedule_interval), on+interval:N; "
-        "shorthands both (off,on) and aa (off,off: an A/A comparison)",
+        "interval:N (vLLM's prefill_schedule_interval), on+interval:N, peer "
+        "policies (--engine sim): sglang-delayer[:N[:W]], trtllm-adp[:T[:W]], "
+        "vllm-align[:D[:L]], atom-delayer[:N[:MS]]; shorthands both (off,on) "
+        "and aa (off,off: an A/A comparison)",
         metavar="LIST", group=_CMP,
     )  # fmt: skip
     repeat: int = option(
@@ -172,6 +174,12 @@ class ReplayOptions:
             raise ValueError(
                 "--dp 1: balance gathers over the DP group and cannot change "
                 "anything with one rank; use --dp 2 or more (or --mode off)"
+            )
+        peer = next((mode.label for mode in modes if mode.peer), None)
+        if peer is not None and self.engine != "sim":
+            raise ValueError(
+                f"--mode {peer}: peer policies run on the simulated engine "
+                f"only (the real deployment has no peer gate); add --engine sim"
             )
 
     def modes(self) -> list[Mode]:

@@ -26,8 +26,13 @@ What is real and what is modeled:
   ``_has_global_unfinished_reqs`` (all-reduce only every
   ``dp_sync_interval`` steps, 32 in releases without that setting, and at a
   wave's first step where the release syncs it) and, with balance on, the
-  gather on every rank. When every rank is idle the deployment waits for the
-  next arrival: no step, no gather (the all-idle ``continue``).
+  gather on every rank; under a peer policy (:mod:`.peers`) each rank's
+  state is gathered after arrivals, before ``schedule()`` (where those
+  sources negotiate), and the policy's decision is applied through the
+  seam (plus ``throttle_prefills`` for a policy that also holds in-flight
+  chunks, where ``schedule()`` has it). When every rank is idle the
+  deployment waits for the next arrival: no step, no gather (the all-idle
+  ``continue``).
 - **The gather: real decision code.** Every scheduler's ``balance_gather()``
   runs as in the engine hook; its ``dist.all_gather`` goes to an in-process
   stand-in for the DP group (:mod:`.simgroup`) that returns the vector of
@@ -58,6 +63,7 @@ from vllm_ascend_balance.replay.costmodel import lockstep_ms
 from vllm_ascend_balance.replay.join import REQUEST_ID
 from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
 from vllm_ascend_balance.replay.outputs import Batch, OutputModel
+from vllm_ascend_balance.replay.peers import PassHistory, make_policy, rank_state
 from vllm_ascend_balance.replay.records import (
     GatherRecord,
     RankRequest,
@@ -98,6 +104,60 @@ def should_throttle_prefills(interval: int | None, step_counter: int) -> bool:
     iteration that steps (dummy batches included) and ``run_busy_loop``
     resets when a wave ends, so it is the same on every rank."""
     return interval is not None and interval > 1 and step_counter % interval != 0
+
+
+class PeerStep:
+    """A peer policy's side of each simulated step (:mod:`.peers`).
+
+    Two instances of the policy decide every step, as ranks 0 and N-1 would
+    from the same gathered states; a difference between them is a broken
+    lock step and stops the run (every rank runs the same code on the same
+    vector, so two stand for all N at O(N) cost per step).
+
+    Raises:
+        RuntimeError: the two instances decided differently.
+    """
+
+    def __init__(self, peer: str, scheds: Sequence[Any]) -> None:
+        import inspect
+
+        self.scheds = scheds
+        self.policies = [make_policy(peer) for _ in range(min(2, len(scheds)))]
+        self.histories = [PassHistory() for _ in scheds]
+        self.holds: tuple[bool, ...] = (False,) * len(scheds)
+        self.had_work = [False] * len(scheds)
+        params = inspect.signature(type(scheds[0]).schedule).parameters
+        self.throttle_chunks = (
+            self.policies[0].holds_in_flight_chunks and "throttle_prefills" in params
+        )
+
+    def decide(self, now_s: float) -> None:
+        states = [
+            rank_state(s, h) for s, h in zip(self.scheds, self.histories, strict=True)
+        ]
+        decisions = [p.decide(states, now_s) for p in self.policies]
+        if any(d != decisions[0] for d in decisions):
+            raise RuntimeError(
+                f"peer policy {self.policies[0].name}: ranks decided differently "
+                f"from the same gathered states ({decisions})"
+            )
+        self.holds = decisions[0]
+        for rank, sched in enumerate(self.scheds):
+            sched.peer_hold = self.holds[rank]
+            self.histories[rank].deferred = False  # no pass yet this step
+
+    def before_schedule(self, rank: int) -> bool:
+        """Set the rank's hold; True: also throttle in-flight prefills."""
+        self.had_work[rank] = self.histories[rank].before(self.scheds[rank])
+        return self.holds[rank] and self.throttle_chunks
+
+    def after_schedule(self, rank: int, so: Any) -> None:
+        self.histories[rank].observe(
+            self.holds[rank],
+            self.had_work[rank],
+            len(so.scheduled_new_reqs),
+            len(self.scheds[rank].waiting),
+        )
 
 
 @dataclass
@@ -143,6 +203,7 @@ def simulate(
     opts: SimOptions,
     *,
     balance_max_frozen_steps: int | None = None,
+    peer: str | None = None,
     work_dir: Path | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> SimResult:
@@ -153,6 +214,7 @@ def simulate(
         balance: the ``enable_balance_scheduling`` setting.
         balance_max_frozen_steps: passed to the balance setting's
             ``scheduler_config`` where set (bounded freeze).
+        peer: a peer policy's ``--mode`` entry (:mod:`.peers`), balance off.
         work_dir: where the tiny model directory goes (a temporary one when
             None).
         progress: called after each step with the number of requests that
@@ -171,8 +233,11 @@ def simulate(
             if balance and balance_max_frozen_steps is not None
             else {}
         )
-        scheds = build_schedulers(opts, balance, model_dir, extra)
+        scheds = build_schedulers(
+            opts, balance, model_dir, extra, peer_gate=peer is not None
+        )
     n = opts.dp_size
+    peers = PeerStep(peer, scheds) if peer is not None else None
     cls = type(scheds[0])
     cap = admission_cap(scheds[0])
     # The gate's class, not any balance_gather(): vllm-ascend's own
@@ -225,13 +290,19 @@ def simulate(
             engines_running = True
             step_counter = 0
 
+        if peers is not None:
+            peers.decide(now)
         batches: list[Batch] = []
         pending: list[tuple[int, Any, Any]] = []
         for rank, sched in enumerate(scheds):
             batch = idle
             if sched.has_requests():
                 throttle = should_throttle_prefills(interval, step_counter)
+                if peers is not None:
+                    throttle = peers.before_schedule(rank) or throttle
                 so = sched.schedule(throttle) if throttle else sched.schedule()
+                if peers is not None:
+                    peers.after_schedule(rank, so)
                 batch, output, done = models[rank].step(so, step)
                 pending.append((rank, so, output))
                 rank_requests[rank].extend(done)
@@ -258,7 +329,8 @@ def simulate(
                     prefill_tokens=b.prefill_tokens,
                     decode_requests=b.decode_requests,
                     new_requests=b.new_requests,
-                    frozen=bool(getattr(sched, "balance_frozen", False)),
+                    frozen=bool(getattr(sched, "balance_frozen", False))
+                    or bool(getattr(sched, "peer_hold", False)),
                     gathers=int(getattr(sched, "balance_gathers", 0)),
                     dummy=b.prefill_tokens == 0 and b.decode_requests == 0,
                 )

@@ -135,9 +135,12 @@ def build_schedulers(
     balance: bool,
     model_dir: Path,
     extra: dict[str, Any] | None = None,
+    *,
+    peer_gate: bool = False,
 ) -> list[Any]:
     """N real schedulers of the class activation composes, one per DP rank
-    (``extra``: more keys of the balance ``scheduler_config``)."""
+    (``extra``: more keys of the balance ``scheduler_config``; ``peer_gate``:
+    with :class:`~.peers.PeerGateMixin` in front, for a peer policy)."""
     import torch
     from vllm.v1.kv_cache_interface import (
         FullAttentionSpec,
@@ -148,6 +151,10 @@ def build_schedulers(
 
     vllm_config = _vllm_config(opts, balance, model_dir, extra or {})
     cls = scheduler_class(vllm_config)
+    if peer_gate:
+        from vllm_ascend_balance.replay.peers import compose_peer_gate
+
+        cls = compose_peer_gate(cls)
     spec = FullAttentionSpec(
         block_size=KV_BLOCK_SIZE, num_kv_heads=1, head_size=8, dtype=torch.float32
     )

@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TensorRT-LLM's attention-DP balance (``AttentionDpConfig.enable_balance``).
+
+Rule, from ``tensorrt_llm/_torch/pyexecutor/py_executor.py``
+(``PyExecutor._balance_adp_requests``, NVIDIA/TensorRT-LLM#6061; defaults in
+``tensorrt_llm/llmapi/llm_args.py``, ``AttentionDpConfig``): every iteration
+each rank all-gathers how many context and generation requests it
+scheduled (a rank with nothing active counts one dummy generation request).
+Then, with one pair of counters that every rank advances alike:
+
+- every rank has context and none is full: the ranks are synchronised and
+  the waiting counter resets; if every rank also has generation requests,
+  context is held ``batching_wait_iters`` iterations to batch more, then
+  released once (the batching counter is not reset otherwise);
+- otherwise context is held, until ``timeout_iters`` iterations passed or a
+  rank has no generation request (a hold never leaves a rank with an empty
+  batch).
+
+A hold drops the context requests of every rank for the iteration, in-flight
+chunked context included (``holds_in_flight_chunks``); generation requests
+always run.
+
+``--mode trtllm-adp[:T[:W]]``: T = ``timeout_iters`` (default 50), W =
+``batching_wait_iters`` (default 10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vllm_ascend_balance.replay.peers.base import PeerPolicy, RankState, parse_ints
+
+DEFAULT_TIMEOUT_ITERS = 50
+DEFAULT_BATCHING_WAIT_ITERS = 10
+
+
+def context_requests(state: RankState) -> int:
+    """Context requests the rank would schedule: in-flight chunks plus the
+    new requests its free slots take."""
+    return state.prefilling + min(state.waiting, max(0, state.cap - state.running))
+
+
+def generation_requests(state: RankState) -> int:
+    """Decoding requests, or TensorRT-LLM's one dummy on an idle rank."""
+    if state.running == 0 and state.waiting == 0:
+        return 1
+    return state.running - state.prefilling
+
+
+class TrtllmAttentionDpBalance(PeerPolicy):
+    name = "trtllm-adp"
+    source = "NVIDIA/TensorRT-LLM py_executor.py _balance_adp_requests (#6061)"
+    usage = "trtllm-adp[:TIMEOUT_ITERS[:BATCHING_WAIT_ITERS]]"
+    holds_in_flight_chunks = True
+
+    def __init__(self, params: str = "") -> None:
+        values = parse_ints(params, type(self), 2)
+        self.timeout_iters = values[0] if values else DEFAULT_TIMEOUT_ITERS
+        self.batching_wait_iters = (
+            values[1] if len(values) > 1 else DEFAULT_BATCHING_WAIT_ITERS
+        )
+        self.waiting_iters = 0
+        self.batching_iters = 0
+
+    def _hold(self, gathered: Sequence[RankState]) -> bool:
+        ctx = [context_requests(s) for s in gathered]
+        gen = [generation_requests(s) for s in gathered]
+        all_gen = all(g > 0 for g in gen)
+        free = all(g < s.cap for g, s in zip(gen, gathered, strict=True))
+        if free and all(c > 0 for c in ctx):
+            self.waiting_iters = 0
+            if not all_gen:
+                return False
+            if self.batching_iters < self.batching_wait_iters:
+                self.batching_iters += 1
+                return True
+            self.batching_iters = 0
+            return False
+        self.waiting_iters += 1
+        if self.waiting_iters >= self.timeout_iters or not all_gen:
+            self.waiting_iters = 0
+            return False
+        return True
+
+    def decide(self, gathered: Sequence[RankState], now_s: float) -> tuple[bool, ...]:
+        return (self._hold(gathered),) * len(gathered)
