@@ -9,11 +9,13 @@ policies at their sources' default parameters (``sglang-delayer``,
 ``vllm_ascend_balance/replay/peers/``), on three workloads at DP 4, 16 and
 64, the same arrival rate per rank at every DP size:
 
-- ``builtin``: the replay's built-in bursty mix (seed 0) at
-  ``--rate-scale DP/4``;
+- ``builtin``: the replay's built-in bursty mix (seed 0, 250 requests) at
+  ``--rate-scale DP/2``, each rank's rate of the default DP 2 replay (at
+  DP 64 that is one short burst, ~4 requests per rank);
 - ``azure``: the Azure LLM inference 2023 conversation trace
   (``tests/data/azure_llm_inference_2023_conv.csv``) at ``--rate-scale
-  DP/3`` over a 20 modeled s arrival window (as ``sweep_fleet_dp.py``);
+  DP/2`` (each rank's rate of the README's DP 4 example) over a 30 modeled
+  s arrival window;
 - ``starvation``: rank 0 at its cap with long outputs while short requests
   arrive on every other rank (``compare_prefill_interval.starvation_jsonl``).
 
@@ -26,7 +28,7 @@ prints ``~``.
 
 Writes ``<out>.json`` (each replay's payload) and ``<out>.md`` (the tables)::
 
-    python benchmarks/compare_policies.py                     # ~40 min on 2 cores
+    python benchmarks/compare_policies.py                     # ~20 min on 2 cores
     python benchmarks/compare_policies.py --dp 4 --workload builtin   # ~1 min
 """
 
@@ -48,7 +50,7 @@ from compare_prefill_interval import starvation_jsonl  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 TRACE = "tests/data/azure_llm_inference_2023_conv.csv"
-AZURE_WINDOW_S = 20
+AZURE_WINDOW_S = 30
 MODES = "off,on,sglang-delayer,trtllm-adp,vllm-align,atom-delayer"
 WORKLOADS = ("builtin", "azure", "starvation")
 CAP = 16
@@ -89,9 +91,9 @@ REAL_NOISE = {
 
 def workload_args(name: str, dp: int) -> list[str]:
     if name == "builtin":
-        return ["--rate-scale", f"{dp / 4:g}"]
+        return ["--rate-scale", f"{dp / 2:g}"]
     if name == "azure":
-        rate = dp / 3
+        rate = dp / 2
         return [
             "--trace", TRACE, "--rate-scale", f"{rate:.6g}",
             "--duration", f"{AZURE_WINDOW_S * rate:.6g}",
