@@ -28,8 +28,9 @@ prints ``~``.
 
 Writes ``<out>.json`` (each replay's payload) and ``<out>.md`` (the tables)::
 
-    python benchmarks/compare_policies.py                     # ~20 min on 2 cores
-    python benchmarks/compare_policies.py --dp 4 --workload builtin   # ~1 min
+    venv=$(scripts/lane.sh main)   # vLLM 0.32: throttle_prefills for chunk holds
+    $venv/bin/python benchmarks/compare_policies.py           # ~20 min on 2 cores
+    $venv/bin/python benchmarks/compare_policies.py --dp 4 --workload builtin
 """
 
 from __future__ import annotations
@@ -151,8 +152,7 @@ def cell(
         inside = abs(diff) <= noise
         change = f"{100 * diff:+.1f}"
     elif kind == "count":
-        inside = abs(x - base) <= noise * max(base, x)
-        change = f"{x - base:+,.0f}"
+        return text  # held steps are defined differently per mode: no diff
     else:
         rel = (x - base) / base if base else float("inf")
         inside = abs(rel) <= noise
@@ -160,18 +160,23 @@ def cell(
     return f"{text} (~)" if inside else f"{text} ({change})"
 
 
-def markdown(results: list[dict[str, Any]]) -> str:
+def markdown(results: list[dict[str, Any]], vllm_version: str) -> str:
     lines = [
         "<!-- written by benchmarks/compare_policies.py -->",
-        "Simulated engine (real vLLM schedulers in lock step, modeled step "
-        f"cost), cap {CAP}/rank, one run per mode (deterministic: no run-to-run "
+        f"Simulated engine on vLLM {vllm_version} (real vLLM schedulers in lock "
+        "step, modeled step cost; `trtllm-adp` and `vllm-align` also hold "
+        "in-flight chunks where `schedule()` has `throttle_prefills`, vLLM 0.32 "
+        f"and later), cap {CAP}/rank, one run per mode (deterministic: no run-to-run "
         "noise). Each cell: the value, then its change against `off` "
         "(relative for latencies and throughput, share points for step "
         "shares), `~` when the change is inside the real engine's A/A scatter "
         "at DP 2-4 (`REAL_NOISE` in the script: TPOT p50 2.7 %, TPOT p99 23 %, "
         "TTFT p50 42 %, TTFT p99 9.6 %, tok/s 1.8 %, step shares 0.6-2.7 "
         "points). *held steps*: active steps on which the mode held new "
-        "admissions (balance: frozen; peers: delayed).",
+        "admissions, whether or not anything waited (the replay's *steps "
+        "frozen*); *starved requests*: requests that waited through 64 or more "
+        "held steps, so a count of what a mode's own gate held, not comparable "
+        "across modes (no difference is printed).",
         "",
     ]
     for r in results:
@@ -210,6 +215,8 @@ def main() -> int:
         "--out", default=str(RESULTS / "policies"), help="writes OUT.json and OUT.md"
     )
     args = p.parse_args()
+    import vllm
+
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
@@ -218,11 +225,11 @@ def main() -> int:
         for dp in args.dp:
             for name in args.workload:
                 payload = run_replay(args.mode, name, dp, Path(tmp))
-                payload.update(name=name, dp=dp)
+                payload.update(name=name, dp=dp, vllm=vllm.__version__)
                 results.append(payload)
                 # Written after every case: a long matrix keeps what it ran.
                 out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-                table = markdown(results)
+                table = markdown(results, vllm.__version__)
                 out.with_suffix(".md").write_text(table)
     print(table)
     return 0

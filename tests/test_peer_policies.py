@@ -46,10 +46,12 @@ FULL = RankState(waiting=3, running=CAP, cap=CAP)
 def run_script(
     policy: PeerPolicy, script: Sequence[tuple[Sequence[RankState], bool]], dt=0.05
 ) -> None:
-    """Feed each gathered vector; assert the hold decision (same on every
-    rank for these policies)."""
-    for i, (gathered, hold) in enumerate(script):
-        decision = policy.decide(gathered, i * dt)
+    """Feed each gathered vector (every rank's clock at step ``i * dt``
+    seconds); assert the hold decision (same on every rank for these
+    policies)."""
+    for i, (states, hold) in enumerate(script):
+        gathered = [replace(s, clock_ms=round(1000 * i * dt)) for s in states]
+        decision = policy.decide(gathered)
         assert decision == (hold,) * len(gathered), (
             f"{policy.name} step {i}: {decision} for {gathered}, expected {hold}"
         )
@@ -245,7 +247,9 @@ def hold_bound(policy: PeerPolicy) -> int:
 
 
 @st.composite
-def rank_states(draw: st.DrawFn, size: int) -> list[RankState]:
+def rank_states(draw: st.DrawFn, size: int, step: int) -> list[RankState]:
+    """Random states; each rank's clock at ``step`` x 50 ms, skewed by up
+    to 400 ms (local clocks of different hosts)."""
     out = []
     for _ in range(size):
         running = draw(st.integers(0, CAP))
@@ -259,6 +263,7 @@ def rank_states(draw: st.DrawFn, size: int) -> list[RankState]:
                 max_prefill_batch_recent=draw(st.integers(0, 4)),
                 max_prefill_batch_ever=draw(st.integers(0, 4)),
                 capacity_bound=draw(st.booleans()),
+                clock_ms=50 * step + draw(st.integers(0, 400)),
             )
         )
     return out
@@ -279,6 +284,7 @@ SPECS = [
     "sglang-delayer:3",
     "sglang-delayer:4:20",
     "atom-delayer:3",
+    "atom-delayer:30:300",  # the wall-clock bound decides
     "trtllm-adp:3:2",
     "vllm-align:3:2",
 ]
@@ -298,13 +304,13 @@ def check_properties(factory: Callable[[int], PeerPolicy], negative: bool) -> No
         holds = (False,) * size
         streak = [0] * size
         for step in range(steps):
-            states = data.draw(rank_states(size))
+            states = data.draw(rank_states(size, step))
             states = [
                 replace(s, deferred=held and (s.waiting > 0 or s.prefilling > 0))
                 for s, held in zip(states, holds, strict=True)
             ]
-            holds = a.decide(states, step * 0.05)
-            assert holds == b.decide(states, step * 0.05), "ranks decided apart"
+            holds = a.decide(states)
+            assert holds == b.decide(states), "ranks decided apart"
             assert a.snapshot() == b.snapshot(), "ranks' policy state diverged"
             for r, s in enumerate(states):
                 streak[r] = streak[r] + 1 if holds[r] and s.can_admit else 0
@@ -328,14 +334,28 @@ class LocalView(SGLangPrefillDelayer):
         super().__init__("3")
         self.rank = rank
 
-    def decide(self, gathered: Sequence[RankState], now_s: float) -> tuple[bool, ...]:
+    def decide(self, gathered: Sequence[RankState]) -> tuple[bool, ...]:
         hold = self._hold([gathered[self.rank]] * len(gathered))
         return (hold,) * len(gathered)
 
 
-def test_lockstep_negative_control() -> None:
+class AtomOwnClock(AtomPrefillDelayer):
+    """Known bad: times its bound by the rank's own clock, as ATOM#930 did
+    (skewed clocks split the decision)."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__("30:300")
+        self.rank = rank
+
+    def decide(self, gathered: Sequence[RankState]) -> tuple[bool, ...]:
+        own = gathered[self.rank].clock_ms
+        return super().decide([replace(s, clock_ms=own) for s in gathered])
+
+
+@pytest.mark.parametrize("bad", [LocalView, AtomOwnClock])
+def test_lockstep_negative_control(bad: Callable[[int], PeerPolicy]) -> None:
     with pytest.raises(AssertionError, match="apart|diverged"):
-        check_properties(LocalView, negative=True)
+        check_properties(bad, negative=True)
 
 
 def test_bounded_hold_negative_control() -> None:
@@ -347,7 +367,18 @@ def test_bounded_hold_negative_control() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["sglang-delayer:x", "trtllm-adp:1:2:3", "sglang-delayer:0", "nope:1"]
+    "text",
+    [
+        "sglang-delayer:x",
+        "trtllm-adp:1:2:3",
+        "sglang-delayer:0",
+        "sglang-delayer:30:500",
+        "sglang-delayer:\u00b2",
+        "atom-delayer:",
+        "atom-delayer:0",
+        "vllm-align:3:",
+        "nope:1",
+    ],
 )
 def test_bad_parameters_are_one_line_errors(text: str) -> None:
     with pytest.raises(PolicyError) as info:

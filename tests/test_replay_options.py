@@ -81,6 +81,11 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
             ["--engine", "asyncllm", "--mode", "off,trtllm-adp"],
             "--mode trtllm-adp: peer policies run on the simulated engine only",
         ),
+        (
+            ["--engine", "sim", "--dp", "1", "--mode", "off,atom-delayer"],
+            "--mode atom-delayer: a peer policy coordinates DP ranks .* --dp 2",
+        ),
+        (["--mode", "on+sglang-delayer"], "a peer policy runs alone"),
     ],
 )
 def test_out_of_range_values_are_one_line_errors(argv, words):

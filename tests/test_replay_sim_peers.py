@@ -98,3 +98,4 @@ def test_compare_policies_smoke(tmp_path: Path) -> None:
     spec.loader.exec_module(compare)
     assert compare.cell(51.0, 50.0, 1, "rel", "TPOT p50 (ms)") == "51.0 (~)"
     assert compare.cell(60.0, 50.0, 1, "rel", "TPOT p50 (ms)") == "60.0 (+20 %)"
+    assert compare.cell(9.0, 0.0, 0, "count", "starved requests") == "9"

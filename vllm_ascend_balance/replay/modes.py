@@ -78,6 +78,11 @@ def _one(text: str) -> Mode:
 
     if text.partition(":")[0] in POLICIES:
         return _peer(text)
+    if "+" in text and any(p.partition(":")[0] in POLICIES for p in text.split("+")):
+        raise ModeError(
+            f"--mode {text}: a peer policy runs alone (balance off); list it as "
+            f"its own mode, e.g. --mode off,on,{text.split('+')[-1]}"
+        )
     balance = False
     interval: int | None = None
     for part in text.split("+"):

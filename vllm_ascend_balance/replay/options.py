@@ -176,6 +176,11 @@ class ReplayOptions:
                 "anything with one rank; use --dp 2 or more (or --mode off)"
             )
         peer = next((mode.label for mode in modes if mode.peer), None)
+        if peer is not None and self.dp == 1:
+            raise ValueError(
+                f"--mode {peer}: a peer policy coordinates DP ranks and changes "
+                f"nothing with one; use --dp 2 or more"
+            )
         if peer is not None and self.engine != "sim":
             raise ValueError(
                 f"--mode {peer}: peer policies run on the simulated engine "

@@ -107,48 +107,41 @@ def should_throttle_prefills(interval: int | None, step_counter: int) -> bool:
 
 
 class PeerStep:
-    """A peer policy's side of each simulated step (:mod:`.peers`).
-
-    Two instances of the policy decide every step, as ranks 0 and N-1 would
-    from the same gathered states; a difference between them is a broken
-    lock step and stops the run (every rank runs the same code on the same
-    vector, so two stand for all N at O(N) cost per step).
-
-    Raises:
-        RuntimeError: the two instances decided differently.
-    """
+    """A peer policy's side of each simulated step (:mod:`.peers`): every
+    rank's state gathered, one decision (every rank's instance would compute
+    the same from the same vector: ``tests/test_peer_policies.py`` checks
+    that property, with skewed clocks), applied through each scheduler's
+    ``peer_hold`` and, for a policy that holds chunks, ``throttle_prefills``
+    where ``schedule()`` has it."""
 
     def __init__(self, peer: str, scheds: Sequence[Any]) -> None:
         import inspect
 
         self.scheds = scheds
-        self.policies = [make_policy(peer) for _ in range(min(2, len(scheds)))]
+        self.policy = make_policy(peer)
         self.histories = [PassHistory() for _ in scheds]
         self.holds: tuple[bool, ...] = (False,) * len(scheds)
         self.had_work = [False] * len(scheds)
         params = inspect.signature(type(scheds[0]).schedule).parameters
         self.throttle_chunks = (
-            self.policies[0].holds_in_flight_chunks and "throttle_prefills" in params
+            self.policy.holds_in_flight_chunks and "throttle_prefills" in params
         )
 
     def decide(self, now_s: float) -> None:
         states = [
-            rank_state(s, h) for s, h in zip(self.scheds, self.histories, strict=True)
+            rank_state(s, h, now_s)
+            for s, h in zip(self.scheds, self.histories, strict=True)
         ]
-        decisions = [p.decide(states, now_s) for p in self.policies]
-        if any(d != decisions[0] for d in decisions):
-            raise RuntimeError(
-                f"peer policy {self.policies[0].name}: ranks decided differently "
-                f"from the same gathered states ({decisions})"
-            )
-        self.holds = decisions[0]
+        self.holds = self.policy.decide(states)
         for rank, sched in enumerate(self.scheds):
             sched.peer_hold = self.holds[rank]
             self.histories[rank].deferred = False  # no pass yet this step
 
     def before_schedule(self, rank: int) -> bool:
-        """Set the rank's hold; True: also throttle in-flight prefills."""
-        self.had_work[rank] = self.histories[rank].before(self.scheds[rank])
+        """Note the rank's prefill work; True: also throttle in-flight
+        prefills."""
+        sched = self.scheds[rank]
+        self.had_work[rank] = self.histories[rank].before(sched, self.throttle_chunks)
         return self.holds[rank] and self.throttle_chunks
 
     def after_schedule(self, rank: int, so: Any) -> None:

@@ -37,12 +37,17 @@ def make_policy(text: str) -> PeerPolicy:
     Raises:
         PolicyError: an unknown policy or bad parameters (one line).
     """
-    name, _, params = text.partition(":")
+    name, sep, params = text.partition(":")
     cls = POLICIES.get(name)
     if cls is None:
         raise PolicyError(
             f"--mode {text}: unknown peer policy {name!r} "
             f"(use one of {', '.join(POLICIES)})"
+        )
+    if sep and not params:
+        raise PolicyError(
+            f"--mode {text}: nothing after ':' (expected {cls.usage}; "
+            f"drop the ':' for the defaults)"
         )
     return cls(params)
 

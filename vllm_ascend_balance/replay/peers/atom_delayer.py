@@ -5,15 +5,20 @@ Rule, from ``atom/model_engine/prefill_delayer.py`` (``should_allow_prefill``)
 and its call at the top of ``Scheduler.schedule`` in
 ``atom/model_engine/scheduler.py``: every step each DP rank all-reduces
 (MAX) whether its head waiting request can be admitted (it fits the KV
-cache; the running cap is not part of the check), whether it cannot, and
-whether it is prefillable under the token-usage low watermark. Then:
+cache, which the simulation always sizes for it; the running cap is not
+part of the check) and whether it cannot (an empty queue counts as
+cannot). Then:
 
-- a prefillable rank under the watermark: allow;
 - the first decision of the process: allow;
 - all or none prefillable: allow;
 - mixed: deny while fewer than ``max_delay_passes`` passes were denied in a
   row and less than ``max_delay_ms`` passed since the first of them, then
   allow (fail-open).
+
+The elapsed time is read from the gathered maximum of the ranks' clocks:
+ATOM#930 read each rank's own clock, which can split the ranks' decision
+when clocks skew (ATOM's later rewrite says so and removed it). Not
+modelled: the token-usage low watermark (off by default).
 
 A deny skips the prefill admission loop on every rank (ATOM#930 has no
 chunked prefill, so there are no chunks in flight to hold). Every allow
@@ -28,7 +33,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vllm_ascend_balance.replay.peers.base import PeerPolicy, RankState, parse_ints
+from vllm_ascend_balance.replay.peers.base import (
+    PeerPolicy,
+    RankState,
+    gathered_clock_s,
+    parse_ints,
+)
 
 DEFAULT_MAX_DELAY_PASSES = 30
 DEFAULT_MAX_DELAY_MS = 5000
@@ -40,14 +50,16 @@ class AtomPrefillDelayer(PeerPolicy):
     usage = "atom-delayer[:MAX_DELAY_PASSES[:MAX_DELAY_MS]]"
 
     def __init__(self, params: str = "") -> None:
-        values = parse_ints(params, type(self), 2)
+        limits = [("MAX_DELAY_PASSES", 1, 10**9), ("MAX_DELAY_MS", 1, 10**9)]
+        values = parse_ints(params, type(self), limits)
         self.max_delay_passes = values[0] if values else DEFAULT_MAX_DELAY_PASSES
         self.max_delay_ms = values[1] if len(values) > 1 else DEFAULT_MAX_DELAY_MS
         self.delayed = 0
         self.first_delay_s = 0.0
         self.skip_first = True
 
-    def _hold(self, gathered: Sequence[RankState], now_s: float) -> bool:
+    def _hold(self, gathered: Sequence[RankState]) -> bool:
+        now_s = gathered_clock_s(gathered)
         flags = [s.waiting > 0 for s in gathered]
         if self.skip_first or all(flags) or not any(flags):
             self.skip_first = False
@@ -62,5 +74,5 @@ class AtomPrefillDelayer(PeerPolicy):
         self.delayed = 0
         return False
 
-    def decide(self, gathered: Sequence[RankState], now_s: float) -> tuple[bool, ...]:
-        return (self._hold(gathered, now_s),) * len(gathered)
+    def decide(self, gathered: Sequence[RankState]) -> tuple[bool, ...]:
+        return (self._hold(gathered),) * len(gathered)

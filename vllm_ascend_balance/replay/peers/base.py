@@ -14,12 +14,14 @@ replay's simulated engine. Each policy follows the same shape as balance:
 2. every rank's policy instance computes, from that gathered vector only,
    which ranks hold their **new** WAITING requests this step
    (:meth:`PeerPolicy.decide`); the state a policy keeps between steps is a
-   function of the gathered vectors only, so every rank reaches the same
-   decision (the lock-step property the tests check);
+   function of the gathered vectors only (wall-clock bounds read the
+   gathered maximum of the ranks' clocks, never the local clock), so every
+   rank reaches the same decision (the lock-step property the tests check);
 3. a holding rank's scheduler answers True from
    ``Scheduler._should_stop_admitting_waiting()`` (:class:`PeerGateMixin`),
-   the upstream seam: requests already running, in-flight chunked prefills
-   and KV-holding requests are untouched.
+   the upstream seam: requests already running and KV-holding requests are
+   untouched; in-flight chunked prefills too, except for a policy whose
+   source also holds them (:attr:`PeerPolicy.holds_in_flight_chunks`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class RankState:
             prefill work (a waiting request or an in-flight chunk).
         capacity_bound: the last ``schedule()`` that was not held left
             requests waiting (vLLM's ``prefill_capacity_bound``).
+        clock_ms: the rank's clock in milliseconds when it contributed (for
+            wall-clock bounds: policies read :func:`gathered_clock_s`).
     """
 
     waiting: int
@@ -70,6 +74,7 @@ class RankState:
     max_prefill_batch_ever: int = 0
     deferred: bool = False
     capacity_bound: bool = False
+    clock_ms: int = 0
 
     @property
     def can_admit(self) -> bool:
@@ -98,10 +103,13 @@ class PassHistory:
     deferred: bool = False
     capacity_bound: bool = False
 
-    def before(self, scheduler: Any) -> bool:
-        """Whether the rank has prefill work (call just before
-        ``schedule()``)."""
-        return bool(scheduler.waiting) or _prefilling(scheduler) > 0
+    def before(self, scheduler: Any, chunks_held: bool) -> bool:
+        """Whether a hold defers prefill work on the rank (call just before
+        ``schedule()``): a waiting request, or an in-flight chunk where the
+        hold also throttles chunks (``chunks_held``)."""
+        if scheduler.waiting:
+            return True
+        return chunks_held and _prefilling(scheduler) > 0
 
     def observe(
         self, held: bool, had_prefill_work: bool, admitted: int, waiting_after: int
@@ -116,8 +124,17 @@ class PassHistory:
             self.capacity_bound = waiting_after > 0
 
 
-def rank_state(scheduler: Any, history: PassHistory | None = None) -> RankState:
-    """The :class:`RankState` of a real vLLM ``Scheduler``."""
+def gathered_clock_s(gathered: Sequence[RankState]) -> float:
+    """The gathered maximum of the ranks' clocks, in seconds: the same on
+    every rank, whatever the skew between their local clocks."""
+    return max(s.clock_ms for s in gathered) / 1000.0
+
+
+def rank_state(
+    scheduler: Any, history: PassHistory | None = None, clock_s: float = 0.0
+) -> RankState:
+    """The :class:`RankState` of a real vLLM ``Scheduler`` at the rank's
+    clock ``clock_s`` (seconds)."""
     h = history or PassHistory()
     return RankState(
         waiting=len(scheduler.waiting),
@@ -129,6 +146,7 @@ def rank_state(scheduler: Any, history: PassHistory | None = None) -> RankState:
         max_prefill_batch_ever=h.ever,
         deferred=h.deferred,
         capacity_bound=h.capacity_bound,
+        clock_ms=round(1000 * clock_s),
     )
 
 
@@ -157,14 +175,12 @@ class PeerPolicy(ABC):
         """
 
     @abstractmethod
-    def decide(self, gathered: Sequence[RankState], now_s: float) -> tuple[bool, ...]:
+    def decide(self, gathered: Sequence[RankState]) -> tuple[bool, ...]:
         """Which ranks hold their new WAITING requests this step.
 
         Args:
             gathered: every rank's state, index = DP rank (the same vector on
                 every rank).
-            now_s: the lock-step clock in seconds (the same on every rank;
-                for wall-clock bounds).
 
         Returns:
             One bool per rank, True = hold. Called once per engine step; the
@@ -178,20 +194,32 @@ class PeerPolicy(ABC):
         return tuple(sorted(vars(self).items()))
 
 
-def parse_ints(text: str, policy: type[PeerPolicy], count: int) -> list[int]:
-    """``count`` non-negative integers separated by ``:`` (defaults where
-    the text is empty).
+def parse_ints(
+    text: str, policy: type[PeerPolicy], limits: Sequence[tuple[str, int, int]]
+) -> list[int]:
+    """Up to ``len(limits)`` integers separated by ``:``, each within its
+    ``(name, minimum, maximum)`` (the caller supplies defaults for the rest).
 
     Raises:
-        PolicyError: wrong number of fields or a non-integer.
+        PolicyError: too many fields, an empty field, a non-integer or a value
+            out of range, naming the parameter.
     """
     fields = text.split(":") if text else []
-    if len(fields) > count or not all(f.isdigit() for f in fields):
+    if len(fields) > len(limits) or not all(
+        f.isascii() and f.isdigit() for f in fields
+    ):
         raise PolicyError(
             f"--mode {policy.name}:{text}: expected {policy.usage} "
             f"(non-negative integers)"
         )
-    return [int(f) for f in fields]
+    values = [int(f) for f in fields]
+    for value, (name, low, high) in zip(values, limits, strict=False):
+        if not low <= value <= high:
+            raise PolicyError(
+                f"--mode {policy.name}:{text}: {name} must be in [{low}, {high}], "
+                f"got {value}"
+            )
+    return values
 
 
 class PeerGateMixin:

@@ -17,7 +17,8 @@ watermark. Then, on every rank alike:
   in a row, then allow (``wait_timeout``);
 - all prefillable: deny (same bound) only while the fullest rank has fewer
   free slots than the largest recent prefill batch (the slot condition;
-  the first such delay of the process is let through), else allow.
+  the first such delay of the process is let through, SGLang's
+  ``skip_first_delayer``), else allow.
 
 A deny means no rank admits a new request this pass; in-flight chunked
 prefills continue (``add_chunked_req`` runs before the waiting loop). Every
@@ -36,11 +37,11 @@ from collections.abc import Sequence
 
 from vllm_ascend_balance.replay.peers.base import (
     PeerPolicy,
-    PolicyError,
     RankState,
     parse_ints,
 )
 
+BIG = 10**9
 DEFAULT_MAX_DELAY_PASSES = 30
 
 
@@ -56,10 +57,9 @@ class SGLangPrefillDelayer(PeerPolicy):
     usage = "sglang-delayer[:MAX_DELAY_PASSES[:LOW_WATERMARK_PERCENT]]"
 
     def __init__(self, params: str = "") -> None:
-        values = parse_ints(params, type(self), 2)
+        limits = [("MAX_DELAY_PASSES", 1, BIG), ("LOW_WATERMARK_PERCENT", 0, 100)]
+        values = parse_ints(params, type(self), limits)
         self.max_delay_passes = values[0] if values else DEFAULT_MAX_DELAY_PASSES
-        if self.max_delay_passes < 1:
-            raise PolicyError(f"--mode {self.name}:{params}: MAX_DELAY_PASSES >= 1")
         self.watermark_permille = 10 * values[1] if len(values) > 1 else None
         self.delayed = 0
         self.skip_first_delay = True
@@ -94,5 +94,5 @@ class SGLangPrefillDelayer(PeerPolicy):
         self.delayed = 0
         return False
 
-    def decide(self, gathered: Sequence[RankState], now_s: float) -> tuple[bool, ...]:
+    def decide(self, gathered: Sequence[RankState]) -> tuple[bool, ...]:
         return (self._hold(gathered),) * len(gathered)

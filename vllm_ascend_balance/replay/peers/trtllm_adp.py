@@ -54,7 +54,9 @@ class TrtllmAttentionDpBalance(PeerPolicy):
     holds_in_flight_chunks = True
 
     def __init__(self, params: str = "") -> None:
-        values = parse_ints(params, type(self), 2)
+        # The source's validator accepts 0 for both (0 = no hold of that kind).
+        limits = [("TIMEOUT_ITERS", 0, 10**9), ("BATCHING_WAIT_ITERS", 0, 10**9)]
+        values = parse_ints(params, type(self), limits)
         self.timeout_iters = values[0] if values else DEFAULT_TIMEOUT_ITERS
         self.batching_wait_iters = (
             values[1] if len(values) > 1 else DEFAULT_BATCHING_WAIT_ITERS
@@ -82,5 +84,5 @@ class TrtllmAttentionDpBalance(PeerPolicy):
             return False
         return True
 
-    def decide(self, gathered: Sequence[RankState], now_s: float) -> tuple[bool, ...]:
+    def decide(self, gathered: Sequence[RankState]) -> tuple[bool, ...]:
         return (self._hold(gathered),) * len(gathered)

@@ -17,8 +17,9 @@ steps later on every rank:
 - all deferred: release unless the fullest rank has fewer free slots than
   the largest prefill batch seen (the first such delay is let through),
   else delay or release;
-- delay or release: delay, until ``max_delay_passes`` delays or 5 s, then
-  release (fail-open).
+- delay or release: count a delay; the ``max_delay_passes``-th one, or one
+  5 s after the first, releases instead (fail-open; the 5 s read from the
+  gathered maximum of the ranks' clocks).
 
 While a release is pending no new decision is made. The PR exchanges the
 reports through the coordinator process, not a collective; here the same
@@ -34,7 +35,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vllm_ascend_balance.replay.peers.base import PeerPolicy, RankState, parse_ints
+from vllm_ascend_balance.replay.peers.base import (
+    PeerPolicy,
+    RankState,
+    gathered_clock_s,
+    parse_ints,
+)
 
 DEFAULT_MAX_DELAY_PASSES = 30
 DEFAULT_TARGET_STEP_LEAD = 2
@@ -48,7 +54,8 @@ class VllmPrefillAlignment(PeerPolicy):
     holds_in_flight_chunks = True
 
     def __init__(self, params: str = "") -> None:
-        values = parse_ints(params, type(self), 2)
+        limits = [("MAX_DELAY_PASSES", 1, 10**9), ("TARGET_STEP_LEAD", 0, 10**9)]
+        values = parse_ints(params, type(self), limits)
         self.max_delay_passes = values[0] if values else DEFAULT_MAX_DELAY_PASSES
         self.lead = values[1] if len(values) > 1 else DEFAULT_TARGET_STEP_LEAD
         self.step = 0
@@ -100,7 +107,7 @@ class VllmPrefillAlignment(PeerPolicy):
             return False
         return True
 
-    def decide(self, gathered: Sequence[RankState], now_s: float) -> tuple[bool, ...]:
-        hold = self._hold(gathered, now_s)
+    def decide(self, gathered: Sequence[RankState]) -> tuple[bool, ...]:
+        hold = self._hold(gathered, gathered_clock_s(gathered))
         self.step += 1
         return (hold,) * len(gathered)
