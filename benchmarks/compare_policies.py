@@ -37,17 +37,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from compare_prefill_interval import starvation_jsonl  # noqa: E402
+from compare_prefill_interval import replay_payload, starvation_jsonl  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 TRACE = "tests/data/azure_llm_inference_2023_conv.csv"
@@ -106,29 +104,12 @@ def workload_args(name: str, dp: int) -> list[str]:
 
 
 def run_replay(modes: str, name: str, dp: int, work: Path) -> dict[str, Any]:
-    out = work / f"{name}_dp{dp}.json"
-    cmd = [
-        sys.executable, "-m", "vllm_ascend_balance", "replay",
+    argv = [
         "--engine", "sim", "--dp", str(dp), "--mode", modes, "--repeat", "1",
-        "--max-num-seqs", str(CAP), "--json", str(out), *workload_args(name, dp),
+        "--max-num-seqs", str(CAP), *workload_args(name, dp),
     ]  # fmt: skip
-    print(f"$ vllm-ascend-balance {' '.join(cmd[3:])}", file=sys.stderr)
-    t0 = time.monotonic()
-    done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if done.returncode != 0 or not out.exists():
-        sys.stderr.write(done.stdout)
-        raise SystemExit(f"replay {name} DP {dp} failed (exit {done.returncode})")
-    payload = json.loads(out.read_text())
-    for key in ("json", "run_dir"):  # temporary paths of this machine
-        payload["options"][key] = None
-    for run in payload["runs"]:  # per-request records: the replay's --json
-        run.pop("requests", None)
-        run.pop("timeline", None)
-    payload["bench_wall_s"] = round(time.monotonic() - t0, 1)
-    payload["command"] = "vllm-ascend-balance " + " ".join(
-        a for a in cmd[3:] if not a.endswith(".json")
-    ).replace(" --json", "")
-    return payload
+    out = work / f"{name}_dp{dp}.json"
+    return replay_payload(argv, out, f"{name} DP {dp}", echo=False)
 
 
 def value(metrics: dict[str, Any], label: str, mode: str) -> float | None:

@@ -97,20 +97,30 @@ def workload_args(name: str, dp: int) -> list[str]:
     raise ValueError(f"--workload: unknown {name!r} (use {', '.join(WORKLOADS)})")
 
 
-def run_replay(args: argparse.Namespace, name: str, dp: int, work: Path) -> Any:
-    out = work / f"{name}_dp{dp}.json"
-    cmd = [
-        sys.executable, "-m", "vllm_ascend_balance", "replay",
-        "--engine", args.engine, "--dp", str(dp), "--mode", args.mode,
-        "--repeat", str(args.repeat), "--max-num-seqs", str(CAP),
-        "--json", str(out), *workload_args(name, dp),
-    ]  # fmt: skip
-    print(f"$ {' '.join(cmd[1:])}", file=sys.stderr)
+def replay_payload(
+    argv: list[str], out: Path, what: str, *, echo: bool = True
+) -> dict[str, Any]:
+    """Run ``vllm-ascend-balance replay ARGV --json OUT`` in the checkout and
+    return its JSON payload without this machine's temporary paths and
+    per-request records, with ``bench_wall_s`` and the ``command`` (without
+    ``--json``) added. ``echo``: pass the replay's table on to stderr (it is
+    always shown when the replay fails).
+
+    Raises:
+        SystemExit: the replay failed (``what`` names the case).
+    """
+    cmd = [sys.executable, "-m", "vllm_ascend_balance", "replay", *argv]
+    command = " ".join(["vllm-ascend-balance", "replay", *argv])
+    print(f"$ {command}", file=sys.stderr)
     t0 = time.monotonic()
-    done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    sys.stderr.write(done.stdout)
-    if done.returncode != 0 or not out.exists():
-        raise SystemExit(f"replay {name} DP {dp} failed (exit {done.returncode})")
+    done = subprocess.run(
+        [*cmd, "--json", str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    failed = done.returncode != 0 or not out.exists()
+    if echo or failed:
+        sys.stderr.write(done.stdout)
+    if failed:
+        raise SystemExit(f"replay {what} failed (exit {done.returncode})")
     payload = json.loads(out.read_text())
     for key in ("json", "run_dir"):  # temporary paths of this machine
         payload["options"][key] = None
@@ -118,8 +128,17 @@ def run_replay(args: argparse.Namespace, name: str, dp: int, work: Path) -> Any:
         run.pop("requests", None)
         run.pop("timeline", None)
     payload["bench_wall_s"] = round(time.monotonic() - t0, 1)
-    payload["command"] = " ".join(["vllm-ascend-balance", *cmd[3:]])
+    payload["command"] = command
     return payload
+
+
+def run_replay(args: argparse.Namespace, name: str, dp: int, work: Path) -> Any:
+    argv = [
+        "--engine", args.engine, "--dp", str(dp), "--mode", args.mode,
+        "--repeat", str(args.repeat), "--max-num-seqs", str(CAP),
+        *workload_args(name, dp),
+    ]  # fmt: skip
+    return replay_payload(argv, work / f"{name}_dp{dp}.json", f"{name} DP {dp}")
 
 
 def _num(x: float, digits: int, share: bool) -> str:

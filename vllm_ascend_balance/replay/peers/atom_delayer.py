@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vllm_ascend_balance.replay.peers.base import (
+    UNBOUNDED,
     PeerPolicy,
     RankState,
     gathered_clock_s,
@@ -50,10 +51,14 @@ class AtomPrefillDelayer(PeerPolicy):
     usage = "atom-delayer[:MAX_DELAY_PASSES[:MAX_DELAY_MS]]"
 
     def __init__(self, params: str = "") -> None:
-        limits = [("MAX_DELAY_PASSES", 1, 10**9), ("MAX_DELAY_MS", 1, 10**9)]
-        values = parse_ints(params, type(self), limits)
-        self.max_delay_passes = values[0] if values else DEFAULT_MAX_DELAY_PASSES
-        self.max_delay_ms = values[1] if len(values) > 1 else DEFAULT_MAX_DELAY_MS
+        self.max_delay_passes, self.max_delay_ms = parse_ints(
+            params,
+            type(self),
+            [
+                ("MAX_DELAY_PASSES", 1, UNBOUNDED, DEFAULT_MAX_DELAY_PASSES),
+                ("MAX_DELAY_MS", 1, UNBOUNDED, DEFAULT_MAX_DELAY_MS),
+            ],
+        )
         self.delayed = 0
         self.first_delay_s = 0.0
         self.skip_first = True

@@ -194,18 +194,23 @@ class PeerPolicy(ABC):
         return tuple(sorted(vars(self).items()))
 
 
+#: The upper limit of a parameter that has none.
+UNBOUNDED = 10**9
+
+
 def parse_ints(
-    text: str, policy: type[PeerPolicy], limits: Sequence[tuple[str, int, int]]
+    text: str, policy: type[PeerPolicy], params: Sequence[tuple[str, int, int, int]]
 ) -> list[int]:
-    """Up to ``len(limits)`` integers separated by ``:``, each within its
-    ``(name, minimum, maximum)`` (the caller supplies defaults for the rest).
+    """The ``len(params)`` integer parameters of ``text`` (``A:B``), each
+    ``(name, minimum, maximum, default)``: given ones range-checked, the
+    rest their defaults.
 
     Raises:
         PolicyError: too many fields, an empty field, a non-integer or a value
             out of range, naming the parameter.
     """
     fields = text.split(":") if text else []
-    if len(fields) > len(limits) or not all(
+    if len(fields) > len(params) or not all(
         f.isascii() and f.isdigit() for f in fields
     ):
         raise PolicyError(
@@ -213,13 +218,13 @@ def parse_ints(
             f"(non-negative integers)"
         )
     values = [int(f) for f in fields]
-    for value, (name, low, high) in zip(values, limits, strict=False):
+    for value, (name, low, high, _) in zip(values, params, strict=False):
         if not low <= value <= high:
             raise PolicyError(
                 f"--mode {policy.name}:{text}: {name} must be in [{low}, {high}], "
                 f"got {value}"
             )
-    return values
+    return values + [default for *_, default in params[len(values) :]]
 
 
 class PeerGateMixin:

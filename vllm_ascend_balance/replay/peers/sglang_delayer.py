@@ -28,7 +28,7 @@ bound that goes with it.
 
 ``--mode sglang-delayer[:N[:W]]``: N = ``--prefill-delayer-max-delay-passes``
 (default 30), W = ``--prefill-delayer-token-usage-low-watermark`` in per
-cent (default: off).
+cent (default 0: off, never undercut).
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vllm_ascend_balance.replay.peers.base import (
+    UNBOUNDED,
     PeerPolicy,
     RankState,
     parse_ints,
 )
 
-BIG = 10**9
 DEFAULT_MAX_DELAY_PASSES = 30
 
 
@@ -57,10 +57,16 @@ class SGLangPrefillDelayer(PeerPolicy):
     usage = "sglang-delayer[:MAX_DELAY_PASSES[:LOW_WATERMARK_PERCENT]]"
 
     def __init__(self, params: str = "") -> None:
-        limits = [("MAX_DELAY_PASSES", 1, BIG), ("LOW_WATERMARK_PERCENT", 0, 100)]
-        values = parse_ints(params, type(self), limits)
-        self.max_delay_passes = values[0] if values else DEFAULT_MAX_DELAY_PASSES
-        self.watermark_permille = 10 * values[1] if len(values) > 1 else None
+        # A watermark of 0 % is never undercut: the default, "off".
+        self.max_delay_passes, watermark = parse_ints(
+            params,
+            type(self),
+            [
+                ("MAX_DELAY_PASSES", 1, UNBOUNDED, DEFAULT_MAX_DELAY_PASSES),
+                ("LOW_WATERMARK_PERCENT", 0, 100, 0),
+            ],
+        )
+        self.watermark_permille = 10 * watermark
         self.delayed = 0
         self.skip_first_delay = True
 
@@ -77,7 +83,7 @@ class SGLangPrefillDelayer(PeerPolicy):
             self.delayed = 0
             return False
         wm = self.watermark_permille
-        if wm is not None and any(
+        if any(
             f and s.kv_usage_permille < wm for f, s in zip(flags, gathered, strict=True)
         ):
             self.delayed = 0

@@ -28,7 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vllm_ascend_balance.replay.peers.base import PeerPolicy, RankState, parse_ints
+from vllm_ascend_balance.replay.peers.base import (
+    UNBOUNDED,
+    PeerPolicy,
+    RankState,
+    parse_ints,
+)
 
 DEFAULT_TIMEOUT_ITERS = 50
 DEFAULT_BATCHING_WAIT_ITERS = 10
@@ -55,11 +60,13 @@ class TrtllmAttentionDpBalance(PeerPolicy):
 
     def __init__(self, params: str = "") -> None:
         # The source's validator accepts 0 for both (0 = no hold of that kind).
-        limits = [("TIMEOUT_ITERS", 0, 10**9), ("BATCHING_WAIT_ITERS", 0, 10**9)]
-        values = parse_ints(params, type(self), limits)
-        self.timeout_iters = values[0] if values else DEFAULT_TIMEOUT_ITERS
-        self.batching_wait_iters = (
-            values[1] if len(values) > 1 else DEFAULT_BATCHING_WAIT_ITERS
+        self.timeout_iters, self.batching_wait_iters = parse_ints(
+            params,
+            type(self),
+            [
+                ("TIMEOUT_ITERS", 0, UNBOUNDED, DEFAULT_TIMEOUT_ITERS),
+                ("BATCHING_WAIT_ITERS", 0, UNBOUNDED, DEFAULT_BATCHING_WAIT_ITERS),
+            ],
         )
         self.waiting_iters = 0
         self.batching_iters = 0

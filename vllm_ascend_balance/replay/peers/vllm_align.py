@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vllm_ascend_balance.replay.peers.base import (
+    UNBOUNDED,
     PeerPolicy,
     RankState,
     gathered_clock_s,
@@ -54,10 +55,14 @@ class VllmPrefillAlignment(PeerPolicy):
     holds_in_flight_chunks = True
 
     def __init__(self, params: str = "") -> None:
-        limits = [("MAX_DELAY_PASSES", 1, 10**9), ("TARGET_STEP_LEAD", 0, 10**9)]
-        values = parse_ints(params, type(self), limits)
-        self.max_delay_passes = values[0] if values else DEFAULT_MAX_DELAY_PASSES
-        self.lead = values[1] if len(values) > 1 else DEFAULT_TARGET_STEP_LEAD
+        self.max_delay_passes, self.lead = parse_ints(
+            params,
+            type(self),
+            [
+                ("MAX_DELAY_PASSES", 1, UNBOUNDED, DEFAULT_MAX_DELAY_PASSES),
+                ("TARGET_STEP_LEAD", 0, UNBOUNDED, DEFAULT_TARGET_STEP_LEAD),
+            ],
+        )
         self.step = 0
         self.release_at: int | None = None
         self.delayed = 0
