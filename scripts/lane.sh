@@ -62,10 +62,13 @@ elif [ ! -f "$venv/.complete" ]; then
   touch "$venv/.complete"
 fi
 vpy=$venv/bin/python
-# What the two steps below depend on: which checkout, its packaging, the
-# lane's series (and, on the fork lane, which vLLM build is installed).
+# What the two steps below depend on: its packaging, the lane's series (and,
+# on the fork lane, which vLLM build is installed). Not which checkout: the
+# editable install only provides the package's metadata (its entry points);
+# scripts/ put their own checkout first on PYTHONPATH, so two checkouts
+# sharing one cache each run their own code (CONTRIBUTING.md).
 series_dir=$root/upstream_patch/$tag
-stamp=$( { echo "$root $lane"; cat "$root/pyproject.toml" "$root/upstream_patch/series.py";
+stamp=$( { echo "$lane"; cat "$root/pyproject.toml" "$root/upstream_patch/series.py";
   cat "$series_dir"/series "$series_dir"/*.patch 2>/dev/null || true;
   cat "$venv/.fork-installed" 2>/dev/null || true; } | sha256sum | cut -c1-16)
 if [ "$(cat "$venv/.checkout-stamp" 2>/dev/null || true)" != "$stamp" ]; then
@@ -75,8 +78,6 @@ if [ "$(cat "$venv/.checkout-stamp" 2>/dev/null || true)" != "$stamp" ]; then
   else
     log "step 3/3: installing this checkout editable and applying upstream_patch/$tag"
   fi
-  # Re-point the venv's editable install at this checkout (last caller wins
-  # when several checkouts share one cache: run scripts/ from the one you test).
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e "$root" >&2 2>/dev/null || "$vpy" -m pip install --no-deps --no-build-isolation -e "$root" >&2
   # The fork/ascend lanes' vLLM carries the series as commits; nothing to patch.
   if [ "$lane" != fork ] && [ "$lane" != ascend ]; then
