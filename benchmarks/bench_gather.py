@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Per-step cost of the balance gather, next to upstream's own DP sync.
 
-Every active engine step, each DP rank calls ``balance_gather()`` (one
+Every active engine step, each DP rank calls ``admission_gather()`` (one
 ``all_gather`` of a 1-element int64 CPU tensor over the DP group) right after
 upstream's ``DPEngineCoreProc._has_global_unfinished_reqs()``. Upstream's own
 cross-rank sync there (``ParallelConfig.sync_dp_state``, one ``all_reduce``)
@@ -18,7 +18,7 @@ installed ``Scheduler``) and vLLM's own stateless gloo DP group
 the parent and copied to every rank, as vLLM's engine launcher does), then
 times, after a warm-up, in alternating blocks:
 
-- ``scheduler.balance_gather()`` per call;
+- ``scheduler.admission_gather()`` per call;
 - ``ParallelConfig.sync_dp_state(...)`` per call, divided by the sync
   interval: upstream's sync cost per step, amortized.
 
@@ -131,7 +131,7 @@ def _rank_main(
         sync = parallel_config.sync_dp_state
 
         def gather_once() -> None:
-            scheduler.balance_gather()
+            scheduler.admission_gather()
 
         def sync_once() -> None:
             sync(group, has_unfinished=True, pending_pause=False)

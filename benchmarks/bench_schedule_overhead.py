@@ -87,7 +87,7 @@ def _build(cls: type, dp_size: int | None, num_blocks: int = 20_000) -> Any:
         ),
     )
     if dp_size is not None:
-        # What balance_gather() leaves behind on a rank whose group has
+        # What admission_gather() leaves behind on a rank whose group has
         # dp_size ranks, the busiest of them one below the cap: not frozen.
         cap = admission_cap(sched)
         gathered = torch.arange(dp_size, dtype=torch.int64) % cap

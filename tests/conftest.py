@@ -26,19 +26,24 @@ def _capture_vllm_logs(caplog: pytest.LogCaptureFixture):
 
 
 @pytest.fixture(autouse=True)
-def _vllm_ascend_state_restored():
+def _process_state_restored():
     """vllm-ascend's balance patch changes the process at import (the
-    module-level ``Scheduler``), and activation neutralises its decider
-    for the whole process, as an engine process wants. A test that does
-    either in-process must not leave it so for the tests after it."""
+    module-level ``Scheduler``), and steering sets
+    ``VLLM_ASCEND_BALANCE_SCHEDULING`` to ``0`` in the process that creates a
+    balance config, as a front-end wants. A test that does either in-process
+    must not leave it so for the tests after it."""
     import vllm.v1.core.sched.scheduler as sched_mod
 
-    scheduler = sched_mod.Scheduler
-    yield
-    from vllm_ascend_balance import ascend_patch
+    from vllm_ascend_balance.config import ENV_SETTING
 
-    ascend_patch.restore()
+    scheduler = sched_mod.Scheduler
+    env = os.environ.get(ENV_SETTING)
+    yield
     sched_mod.Scheduler = scheduler
+    if env is None:
+        os.environ.pop(ENV_SETTING, None)
+    else:
+        os.environ[ENV_SETTING] = env
 
 
 def pytest_collection_modifyitems(

@@ -16,19 +16,24 @@ would build an engine is replaced by a recorder of what it would build).
   gate is composed onto the scheduler. Negative control: a link that calls
   the bottom of the chain directly (what capturing ``run_engine_core`` at
   import did) loses the neighbour's engine class.
-- With vllm-ascend's real code (the ``ascend`` lane; skipped elsewhere with
-  the reason): for each of the three ways users enable balance, in both
-  orders, vllm-ascend's decision function is neutralised in the engine
-  process, its engine class is not built, the gather hook and this package's
-  gate are (one gate, ours); balance off, nothing of vllm-ascend's changes.
-  Negative control: without neutralisation vllm-ascend's patch decides
-  "enabled" for the same config (two gates would run).
+- With vllm-ascend's real code (the ``ascend`` lane: 0.23.0.post1; the
+  ``ascend-main`` lane: vllm-ascend main from ``VAB_VLLM_ASCEND_SRC``;
+  skipped elsewhere with the reason): for each of the three ways users
+  enable balance, in both orders, vllm-ascend reads balance off through its
+  own readers (the package hands it that setting,
+  :mod:`vllm_ascend_balance.ascend_steering`), its engine class is not
+  built, the gather hook and this package's gate are (one gate, ours);
+  balance off, nothing of vllm-ascend's changes. Negative control: without
+  the steering, vllm-ascend decides "enabled" for the same config (two gates
+  would run).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,10 +41,20 @@ from typing import Any
 import pytest
 import vllm.v1.engine.core as engine_core_mod
 
-from tests.support.engine_entry import spawn_entry
-from tests.support.vllm_objects import make_vllm_config
-from vllm_ascend_balance import activation, ascend_patch, engine_chain
-from vllm_ascend_balance.config import ENV_SETTING, LEGACY_SETTING
+from tests.support.engine_entry import ASCEND_PATCH_MODULE, spawn_entry
+from tests.support.vllm_objects import (
+    create_through_front_end,
+    make_request,
+    make_scheduler,
+    make_vllm_config,
+)
+from vllm_ascend_balance import activation, ascend_steering, engine_chain
+from vllm_ascend_balance.config import (
+    CARRIED_KEY,
+    ENV_SETTING,
+    LEGACY_SETTING,
+    SETTING,
+)
 from vllm_ascend_balance.engine import remove_gather_hook, upstream_dp_engine
 
 pytestmark = pytest.mark.multiproc
@@ -76,8 +91,7 @@ def _front_end(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def _create(additional: dict[str, Any]) -> Any:
     """The front-end's ``create_engine_config`` as register() wraps it."""
-    cfg = make_vllm_config(data_parallel_size=2, additional_config=additional)
-    return activation._check_early(lambda self: cfg)(None)
+    return create_through_front_end(additional, data_parallel_size=2)
 
 
 def _load_neighbour() -> Any:
@@ -141,15 +155,27 @@ def test_negative_control_a_link_that_skips_the_chain(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------
-# vllm-ascend's real code (ascend lane)
+# vllm-ascend's real code (ascend lane: 0.23.0.post1; ascend-main lane: the
+# checkout in VAB_VLLM_ASCEND_SRC, vllm-ascend main)
 
 needs_vllm_ascend = pytest.mark.skipif(
     importlib.util.find_spec("vllm_ascend") is None,
-    reason="needs vllm-ascend's Python code (the ascend lane installs it)",
+    reason="needs vllm-ascend's Python code: the ascend lane installs "
+    "0.23.0.post1; for vllm-ascend main, VAB_VLLM_ASCEND_SRC=<checkout> "
+    "scripts/test --lane ascend-main",
 )
 
 
-def _ascend_front_end(order: str, form: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def _ascend_decides(cfg: Any) -> bool:
+    """vllm-ascend's own balance decision for ``cfg``, asked as its gate and
+    its engine-class swap ask it (its module's decision function)."""
+    patch = importlib.import_module(ASCEND_PATCH_MODULE)
+    return bool(patch._balance_scheduling_enabled(cfg))
+
+
+def _ascend_front_end(
+    order: str, form: str, monkeypatch: pytest.MonkeyPatch, extra: Any = None
+) -> Any:
     """vLLM's front-end with vllm-ascend: plugins, then the platform's
     pre_register_and_update (which applies vllm-ascend's patches), then the
     config; ``order`` puts this package's register() before or after."""
@@ -164,10 +190,13 @@ def _ascend_front_end(order: str, form: str, monkeypatch: pytest.MonkeyPatch) ->
     if not engine_chain.current_target().__module__.startswith("vllm_ascend."):
         # Applied earlier in this process (a module patches once, at
         # import): re-run its import-time wrapping on the current target.
-        importlib.reload(importlib.import_module(ascend_patch.PATCH_MODULE))
+        importlib.reload(importlib.import_module(ASCEND_PATCH_MODULE))
     if order == "ascend-first":
         activation.register()
-    return _create(FORMS[form] if form != "off" else OFF)
+    additional = dict(FORMS[form] if form != "off" else OFF)
+    for key, value in (extra or {}).items():
+        additional[key] = {**additional.get(key, {}), **value}
+    return _create(additional)
 
 
 @needs_vllm_ascend
@@ -176,9 +205,15 @@ def _ascend_front_end(order: str, form: str, monkeypatch: pytest.MonkeyPatch) ->
 def test_vllm_ascend_one_gate_ours(
     form: str, order: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each enabling form: vllm-ascend reads balance off through its own
+    readers (front-end and engine process), its engine class is not built
+    and its decision function is its own (nothing of vllm-ascend patched);
+    this package's hook and gate are (one gate, ours)."""
     cfg = _ascend_front_end(order, form, monkeypatch)
     plan = activation.plan_activation(cfg)
-    assert plan.active and plan.ascend is not None and plan.ascend.problem is None
+    assert plan.active and plan.vllm_ascend is not None
+    assert cfg.additional_config[CARRIED_KEY]["enabled"] is True
+    assert _ascend_decides(cfg) is False
     assert engine_chain.current_target() is activation.run_engine_core
     below = engine_chain.resolve_next(activation.run_engine_core)
     assert below.__module__.startswith("vllm_ascend."), below
@@ -188,20 +223,23 @@ def test_vllm_ascend_one_gate_ours(
     assert seen["scheduler_mro"][1] == MIXIN, seen["scheduler_mro"]
     assert any(k.startswith("vllm_ascend.") for k in seen["scheduler_mro"]), seen
     assert seen["ascend_decides"] is False, seen
-    assert ascend_patch.PATCH_MODULE in seen["modules"]
+    assert seen["ascend_decider_theirs"] is True, seen
+    assert seen["env"] == ("0" if form == "env" else None), seen
 
 
 @needs_vllm_ascend
 @pytest.mark.parametrize("form", ["nested", "legacy", "env"])
-def test_negative_control_without_neutralising_two_gates(
+def test_negative_control_unsteered_two_gates(
     form: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """vllm-ascend's own patch reads the same setting: left alone it would
-    enable its gate (and its engine class) next to ours, for the forms it
-    reads (0.23.0.post1: legacy key and env var; main: all three)."""
+    """Without the steering, vllm-ascend's own readers see the same switch
+    and enable its gate (and its engine class) next to this package's: two
+    gates, for the forms it reads (0.23.0.post1: legacy key and env var;
+    main: all three)."""
+    monkeypatch.setattr(ascend_steering, "steer_engine_args", lambda *a: None)
     cfg = _ascend_front_end("ours-first", form, monkeypatch)
-    patch = importlib.import_module(ascend_patch.PATCH_MODULE)
-    decides = patch._balance_scheduling_enabled(cfg)
+    assert activation.plan_activation(cfg).active
+    decides = _ascend_decides(cfg)
     if form == "nested" and not decides:
         pytest.skip("this vllm-ascend does not read the nested key itself")
     assert decides
@@ -213,16 +251,16 @@ def test_vllm_ascend_balance_off_unchanged(
     order: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = _ascend_front_end(order, "off", monkeypatch)
+    assert cfg.additional_config == OFF  # nothing steered, nothing added
     target = engine_chain.current_target()
     assert target.__module__.startswith("vllm_ascend."), target
     assert engine_core_mod.DPEngineCoreProc is UPSTREAM_ENGINE
-    patch = importlib.import_module(ascend_patch.PATCH_MODULE)
-    assert not getattr(patch._balance_scheduling_enabled, "__vab_neutralised__", False)
     seen = spawn_entry(target, cfg, tmp_path / "out.json")
     assert seen["engine_cls"] == _name(UPSTREAM_ENGINE)
     assert not seen["gather_hook"]
     assert MIXIN not in seen["scheduler_mro"]
     assert seen["ascend_decides"] is False
+    assert seen["ascend_decider_theirs"] is True
 
 
 PROFILING = "vllm_ascend.patch.platform.patch_profiling_chunk"
@@ -248,6 +286,8 @@ def test_vllm_ascend_profiling_chunk_wrapper_composed(
     """vllm-ascend's own second wrapper stays in the chain: balance off, it
     is the target, as without this package; balance on, it is the link
     below this package's, and runs in the engine process."""
+    if importlib.util.find_spec(PROFILING) is None:
+        pytest.skip("this vllm-ascend has no profiling-chunk patch module")
     _ascend_front_end("ascend-first", "off", monkeypatch)
     profiling = _load_profiling_wrapper(monkeypatch)
     wrapper = profiling._patched_run_engine_core
@@ -265,71 +305,100 @@ def test_vllm_ascend_profiling_chunk_wrapper_composed(
     assert seen["ascend_decides"] is False
 
 
-def test_profiling_chunk_config_refused_with_balance() -> None:
-    """vllm-ascend refuses the pair only when its own config reads balance
-    as on (not for the nested key on 0.23): this package refuses it for
-    every form, in one line."""
-    cfg = make_vllm_config(
-        data_parallel_size=2,
-        additional_config={
-            **FORMS["nested"],
-            "profiling_chunk_config": {"enabled": True},
-        },
-    )
+@pytest.mark.parametrize(
+    "additional",
+    [
+        {"profiling_chunk_config": {"enabled": True}},
+        {"scheduler_config": {"profiling_chunk_config": {"enabled": True}}},
+        {"scheduler_config": {"dyntra_lb_config": {"enabled": True}}},
+    ],
+    ids=["profiling-legacy", "profiling-nested", "dyntra-lb"],
+)
+@pytest.mark.parametrize("form", ["nested", "legacy"])
+def test_vllm_ascend_exclusive_settings_refused_with_balance(
+    additional: dict[str, Any], form: str
+) -> None:
+    """vllm-ascend refuses these next to balance only where its own config
+    reads balance as on, which the steering prevents: this package refuses
+    them for every form, in one line."""
+    merged: dict[str, Any] = {**FORMS[form]}
+    for key, value in additional.items():
+        merged[key] = {**merged.get(key, {}), **value}
+    cfg = make_vllm_config(data_parallel_size=2, additional_config=merged)
     with pytest.raises(activation.BalanceConfigError) as info:
         activation.plan_activation(cfg)
     message = str(info.value)
-    assert "\n" not in message and "profiling_chunk_config" in message
+    assert "\n" not in message
+    assert (
+        "dyntra_lb_config" if "dyntra" in str(additional) else "profiling"
+    ) in message
 
 
 @needs_vllm_ascend
-def test_doctor_says_what_it_neutralised(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("form", ["nested", "legacy", "env"])
+def test_doctor_says_which_gate_and_why(
+    form: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import argparse
 
     from vllm_ascend_balance import doctor
 
+    if form == "env":
+        monkeypatch.setenv(ENV_SETTING, "1")
     parser = argparse.ArgumentParser()
     doctor.add_arguments(parser)
-    args = parser.parse_args(
-        ["--additional-config", '{"enable_balance_scheduling": true}']
-    )
-    assert doctor.run(args) == 0
+    argv = ["--data-parallel-size", "2"]
+    if form != "env":
+        argv += ["--additional-config", json.dumps(FORMS[form])]
+    assert doctor.run(parser.parse_args(argv)) == 0
     out = capsys.readouterr().out
     assert "gate that will run:    vllm-ascend-balance's" in out
-    assert f"from {LEGACY_SETTING}" in out
-    version = ascend_patch.installed_version()
-    assert f"vllm-ascend {version}'s balance patch neutralised" in out
+    source = {"nested": SETTING, "legacy": LEGACY_SETTING, "env": ENV_SETTING}[form]
+    assert f"from {source})" in out
+    version = ascend_steering.installed()
+    assert f"vllm-ascend:           {version}: handed balance scheduling off" in out
+    assert os.environ.get(ENV_SETTING) == ("1" if form == "env" else None)
+
+
+def _form_config(form: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The simulated engine's config builder, enabling balance by ``form``."""
+    from vllm_ascend_balance.replay import sim_build
+
+    build = sim_build._vllm_config
+
+    def by_form(opts: Any, balance: bool, model_dir: Any, extra: Any) -> Any:
+        cfg = build(opts, balance, model_dir, extra)
+        if form == "env":
+            monkeypatch.setenv(ENV_SETTING, "1" if balance else "0")
+            cfg.additional_config = {}
+        elif form == "legacy":
+            cfg.additional_config = {"enable_balance_scheduling": balance}
+        return cfg
+
+    return by_form
 
 
 @needs_vllm_ascend
-@pytest.mark.parametrize("neutralised", [True, False])
+@pytest.mark.parametrize("steered", [True, False], ids=["steered", "unsteered"])
+@pytest.mark.parametrize("form", ["nested", "legacy", "env"])
 def test_vllm_ascend_simulated_fleet_one_gate(
-    neutralised: bool, monkeypatch: pytest.MonkeyPatch
+    form: str, steered: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The simulated engine (real schedulers over vllm-ascend's classes, the
-    real gather code) with balance enabled as vllm-ascend 0.23 users do it
-    (the legacy key): one gather per active step on every rank, equal
-    vectors, frozen steps, no admission on a frozen step, every request done.
-    Negative control (``neutralised=False``): vllm-ascend's own gate reads
-    the same key and its copied ``schedule()`` never asks the seam, so a
-    frozen step admits."""
+    real gather code) with balance enabled by each form: one gather per
+    active step on every rank, equal vectors, frozen steps, no admission on
+    a frozen step, every request done. Negative control (unsteered):
+    vllm-ascend's own gate reads the same switch and its copied
+    ``schedule()`` never asks the seam, so a frozen step admits (for the
+    forms that vllm-ascend reads)."""
     from vllm_ascend_balance.replay import sim_build
     from vllm_ascend_balance.replay.sim import SimOptions, simulate
     from vllm_ascend_balance.replay.workload import builtin_requests
 
     _ascend_front_end("ascend-first", "off", monkeypatch)
-    build = sim_build._vllm_config
-
-    def legacy_key(opts: Any, balance: bool, model_dir: Any, extra: Any) -> Any:
-        cfg = build(opts, balance, model_dir, extra)
-        cfg.additional_config = {"enable_balance_scheduling": balance}
-        return cfg
-
-    monkeypatch.setattr(sim_build, "_vllm_config", legacy_key)
-    if not neutralised:
-        monkeypatch.setattr(ascend_patch, "neutralise", lambda: None)
-    patch = importlib.import_module(ascend_patch.PATCH_MODULE)
-    monkeypatch.setattr(patch, ascend_patch.DECIDER, patch._balance_scheduling_enabled)
+    monkeypatch.setattr(sim_build, "_vllm_config", _form_config(form, monkeypatch))
+    if not steered:
+        monkeypatch.setattr(ascend_steering, "steer_vllm_config", lambda *a: None)
     requests = builtin_requests(seed=3, num_bursts=2, burst=(24, 30))
     opts = SimOptions(dp_size=2, max_num_seqs=8, max_num_batched_tokens=1024)
     result = simulate(True, requests, opts)
@@ -339,7 +408,9 @@ def test_vllm_ascend_simulated_fleet_one_gate(
     frozen_admits = [
         s for rank in result.rank_steps for s in rank if s.frozen and s.new_requests
     ]
-    if not neutralised:
+    if not steered:
+        if form == "nested" and not frozen_admits:
+            pytest.skip("this vllm-ascend does not read the nested key itself")
         assert frozen_admits, "vllm-ascend's own gate was expected to bypass ours"
         return
     assert frozen_admits == []
@@ -350,3 +421,53 @@ def test_vllm_ascend_simulated_fleet_one_gate(
         r for rank in result.rank_requests for r in rank if r.finish_step is not None
     ]
     assert len(done) == len(requests)
+
+
+SRF_QUEUE = "ShortRequestFirstRequestQueue"
+
+
+@needs_vllm_ascend
+@pytest.mark.parametrize("gate", ["frozen", "open"])
+def test_vllm_ascend_short_request_first_composes_with_the_gate(
+    gate: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vllm-ascend's ``BalanceScheduler.__init__`` installs its
+    short-request-first waiting queue (``scheduler_config.
+    short_request_first_config``) with balance on through this package too;
+    the gate composes with it: a frozen step admits nothing, an open step
+    admits in the queue's order (short prompts first)."""
+    from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
+    from vllm_ascend_balance.scheduler import admission_cap
+
+    srf = {
+        "scheduler_config": {
+            "short_request_first_config": {
+                "enabled": True,
+                "threshold": 16,
+                "long_max_wait_ms": 0,
+            }
+        }
+    }
+    cfg = _ascend_front_end("ascend-first", "nested", monkeypatch, extra=srf)
+    plan = activation.plan_activation(cfg)
+    assert plan.active
+    cls = activation.compose_scheduler(plan.scheduler_cls)
+    sched = make_scheduler(cls, vllm_config=cfg)
+    if type(sched.waiting).__name__ != SRF_QUEUE:
+        pytest.skip(
+            "this vllm-ascend's BalanceScheduler has no short-request-first queue"
+        )
+    for i, n in enumerate([64, 64, 8, 8]):
+        sched.add_request(make_request(f"r{i}-{n}", n))
+    board = GatherBoard(2)
+    sched.dp_group = BoardGroup(board, 0)
+    leader = admission_cap(sched) if gate == "frozen" else 0
+    board.post([len(sched.running), leader])
+    sched.admission_gather()
+    assert sched.balance_frozen is (gate == "frozen")
+    out = sched.schedule()
+    admitted = [r.req_id for r in out.scheduled_new_reqs]
+    if gate == "frozen":
+        assert admitted == []
+    else:
+        assert admitted[:2] == ["r2-8", "r3-8"], admitted

@@ -7,7 +7,7 @@ point-to-point rounds. The gate only reads max (frozen, and through the
 frozen sequence the bounded run and its fail-open steps) and min (spread),
 so every decision must be identical:
 
-- in process, DP 2-256: the mixin's own ``balance_gather`` on the
+- in process, DP 2-256: the mixin's own ``admission_gather`` on the
   simulated engine's ``BoardGroup`` (all-gather) against the same mixin on
   threads exchanging through a ``MeshGroup`` (log-depth), over random
   vectors and bounds;
@@ -99,7 +99,7 @@ def _gathered_decisions(cap: int, bound: int | None, vectors: list[list[int]]) -
         board.post(vector)
         for rank, gate in enumerate(gates):
             gate.set_running(vector[rank])
-            gate.balance_gather()
+            gate.admission_gather()
             out[rank].append(_decision(gate))
     return out
 
@@ -117,7 +117,7 @@ def _reduced_decisions(cap: int, bound: int | None, vectors: list[list[int]]) ->
             gate.dp_group = MeshGroup(mesh, rank)
             for vector in vectors:
                 gate.set_running(vector[rank])
-                gate.balance_gather()
+                gate.admission_gather()
                 out[rank].append(_decision(gate))
         except BaseException as exc:  # surfaced below, not lost in a thread
             errors.append(exc)
@@ -278,7 +278,7 @@ def _rank_main(rank: int, parallel_config: Any, size: int, out_path: str) -> Non
             row: dict[str, Any] = {"seed": seed, "vector": vector, "cap": cap}
             for name, gate in gates.items():
                 gate.set_running(vector[rank])
-                gate.balance_gather()
+                gate.admission_gather()
                 row[name] = list(_decision(gate))
             row["gathered"] = gates["all_gather"].balance_gathered.tolist()
             records.append(row)

@@ -445,8 +445,12 @@ def _loads(obj: Any) -> Any:
 
 def _create(cfg: Any) -> Any:
     """``EngineArgs.create_engine_config`` as wrapped by register(), for a
-    prepared config (the wrapper only looks at what the call returns)."""
-    return activation._check_early(lambda self: cfg)(None)
+    prepared config (the wrapper steers ``EngineArgs.additional_config``,
+    then plans what the call returns)."""
+    from types import SimpleNamespace
+
+    engine_args = SimpleNamespace(additional_config=cfg.additional_config)
+    return activation._check_early(lambda self: cfg)(engine_args)
 
 
 @pytest.mark.usefixtures("clean_engine_core")
@@ -761,11 +765,11 @@ def _frozen_step_admissions(cls: type, caplog: pytest.LogCaptureFixture) -> list
         for step in range(2):
             scheduler.add_request(make_request(f"w{step}", 8, 4))
             with mock.patch.object(dist, "all_gather", gather_other_at_cap):
-                scheduler.balance_gather()
+                scheduler.admission_gather()
             assert scheduler.balance_frozen
             scheduler.schedule()
         with mock.patch.object(dist, "all_gather", gather_other_at_cap):
-            scheduler.balance_gather()
+            scheduler.admission_gather()
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 

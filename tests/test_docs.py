@@ -119,7 +119,7 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
         assert (tmp_path / page).is_file(), page
     # The API reference was rendered from the docstrings, not left empty.
     api = (tmp_path / "api" / "index.html").read_text()
-    assert "BalanceSchedulerMixin" in api and "balance_gather" in api
+    assert "BalanceSchedulerMixin" in api and "admission_gather" in api
 
 
 @pytest.mark.skipif(

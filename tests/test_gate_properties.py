@@ -9,7 +9,7 @@ and model outputs fed back through ``update_from_output`` by a deterministic
 fake model (:func:`fake_model_output`).
 
 The gathered running counts are set by the package's real
-``balance_gather()``; only its transport is scripted: the DP group is a
+``admission_gather()``; only its transport is scripted: the DP group is a
 :class:`ScriptedGroup` whose other ranks' counts are generated, and
 ``torch.distributed.all_gather_into_tensor`` is replaced for the duration of
 one gather by a function that writes them (the local entry is the real
@@ -75,7 +75,7 @@ def expected_frozen(gathered: list[int], cap: int) -> bool:
 
 
 # --------------------------------------------------------------------------
-# Scripted transport for balance_gather() in a single process
+# Scripted transport for admission_gather() in a single process
 
 
 class ScriptedGroup:
@@ -94,7 +94,7 @@ class ScriptedGroup:
 
 @contextlib.contextmanager
 def scripted_transport() -> Iterator[list[int]]:
-    """Replace the collectives ``balance_gather`` may use by scripted ones
+    """Replace the collectives ``admission_gather`` may use by scripted ones
     that serve a :class:`ScriptedGroup`; yields the payloads sent."""
     payloads: list[int] = []
 
@@ -125,11 +125,11 @@ def scripted_transport() -> Iterator[list[int]]:
 
 
 def gather(scheduler: Any, rank: int, counts: list[int]) -> list[int]:
-    """Run the real ``balance_gather()`` of ``scheduler`` as DP rank ``rank``
+    """Run the real ``admission_gather()`` of ``scheduler`` as DP rank ``rank``
     of a group whose other ranks report ``counts``; return the vector."""
     scheduler.dp_group = ScriptedGroup(rank, counts)
     with scripted_transport() as payloads:
-        scheduler.balance_gather()
+        scheduler.admission_gather()
     assert payloads == [len(scheduler.running)], "one gather of len(running)"
     vector = list(counts)
     vector[rank] = len(scheduler.running)
@@ -563,7 +563,7 @@ def check_disabled(provider: Compose, negative: bool = False) -> None:
         disabled = Rig(cls, scenario)
         plain = Rig(scenario.base, scenario)
         assert not hasattr(disabled.scheduler, "balance_gathered"), "buffer present"
-        assert not hasattr(disabled.scheduler, "balance_gather"), "gather present"
+        assert not hasattr(disabled.scheduler, "admission_gather"), "gather present"
         with counting_collectives() as calls:
             for step in range(scenario.horizon):
                 assert disabled.step(step) == plain.step(step), "output differs"
@@ -637,8 +637,8 @@ def test_unfrozen_under_kv_pressure(base: type) -> None:
 class OffByOneGate(BalanceSchedulerMixin):
     """Freezes at ``>= cap - 1`` (tried in vllm-ascend, reverted)."""
 
-    def balance_gather(self) -> None:
-        super().balance_gather()
+    def admission_gather(self) -> None:
+        super().admission_gather()
         cap = admission_cap(self)
         self.balance_frozen = int(self.balance_gathered.max()) >= cap - 1
 
@@ -665,8 +665,8 @@ class CatchUpToLeaderGate(BalanceSchedulerMixin):
 class LocalOnlyGate(BalanceSchedulerMixin):
     """Decides from the local count only (no global freeze)."""
 
-    def balance_gather(self) -> None:
-        super().balance_gather()
+    def admission_gather(self) -> None:
+        super().admission_gather()
         self.balance_frozen = len(self.running) == admission_cap(self)
 
 
@@ -729,7 +729,7 @@ def test_negative_control_fails(
 # Bounded freeze (additional_config.scheduler_config.balance_max_frozen_steps)
 #
 # Several real schedulers, one per DP rank, step in lock step in this
-# process; before every step each one runs the package's balance_gather()
+# process; before every step each one runs the package's admission_gather()
 # on the vector of all ranks' real len(running) (the scripted transport
 # hands every rank the same vector, as the all-gather does). The real
 # cross-rank transport with a bound is in test_gather_cadence.py.
@@ -757,13 +757,13 @@ BoundedCompose = Callable[[type, int], type]
 
 
 def gather_on(scheduler: Any, group: ScriptedGroup, vector: list[int]) -> None:
-    """The real ``balance_gather()`` on a persistent group (the engine hands
+    """The real ``admission_gather()`` on a persistent group (the engine hands
     the scheduler the same ``dp_group`` object every step; a new object is
     a replaced group, which restarts the bounded-freeze run)."""
     group.counts = list(vector)
     scheduler.dp_group = group
     with scripted_transport() as payloads:
-        scheduler.balance_gather()
+        scheduler.admission_gather()
     assert payloads == [vector[group.rank]], "payload is not len(running)"
     assert scheduler.balance_gathered.tolist() == vector
 
@@ -936,8 +936,8 @@ class PerRankCounterGate(BalanceSchedulerMixin):
     local_bound: int = 1
     _local_run: int = 0
 
-    def balance_gather(self) -> None:
-        super().balance_gather()  # composed unbounded: the plain decision
+    def admission_gather(self) -> None:
+        super().admission_gather()  # composed unbounded: the plain decision
         if not self.balance_frozen:
             self._local_run = 0
         elif self._local_run >= self.local_bound:

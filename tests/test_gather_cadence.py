@@ -121,8 +121,8 @@ class PerRankCounterGate:
     local_bound = 2
     _local_run = 0
 
-    def balance_gather(self) -> None:
-        super().balance_gather()  # type: ignore[misc]
+    def admission_gather(self) -> None:
+        super().admission_gather()  # type: ignore[misc]
         if not self.balance_frozen:  # type: ignore[has-type]
             self._local_run = 0
         elif self._local_run >= self.local_bound:
@@ -386,7 +386,7 @@ def test_single_process_buffer_follows_group_size() -> None:
     with mock.patch.object(dist, "all_gather", fake_gather):
         for size in (2, 2, 5, 3):
             scheduler.dp_group = SizedGroup(size)
-            scheduler.balance_gather()
+            scheduler.admission_gather()
             assert scheduler.balance_gathered.numel() == size
     assert scheduler.balance_gathers == 4
 

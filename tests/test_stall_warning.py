@@ -94,7 +94,10 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
     engine.vllm_config = SimpleNamespace(
         parallel_config=parallel_config,
         additional_config={
-            "scheduler_config": {"balance_stall_warning_s": THRESHOLD_S}
+            "scheduler_config": {
+                "enable_balance_scheduling": True,
+                "balance_stall_warning_s": THRESHOLD_S,
+            }
         },
     )
     for i in range(4):

@@ -365,7 +365,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         with scripted_gather(others):
             self.trace.append(f"gather others={others}")
             self.a.balance_gather(object())
-            self.b.balance_gather()
+            self.b.admission_gather()
         frozen = ascend_decision(self.a)
         if frozen != self.b.balance_frozen:
             raise Divergence(
@@ -535,14 +535,14 @@ def _off_by_one(base: type) -> type:
     """This package's composed class with the gate's ``==`` turned into
     ``max >= cap - 1``: freezes one request early."""
 
-    def balance_gather(self: Any) -> None:
-        base.balance_gather(self)
+    def admission_gather(self: Any) -> None:
+        base.admission_gather(self)
         if self.balance_gathered is not None:
             self.balance_frozen = (
                 int(self.balance_gathered.max()) >= admission_cap(self) - 1
             )
 
-    return type("OffByOneGate", (base,), {"balance_gather": balance_gather})
+    return type("OffByOneGate", (base,), {"admission_gather": admission_gather})
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
@@ -579,7 +579,7 @@ def trio(asynchronous: bool = False, **config: Any) -> tuple[Any, Any, Any]:
     b.dp_group = FakeGroup(2)
     with scripted_gather({1: 0}):
         a.balance_gather(object())
-        b.balance_gather()
+        b.admission_gather()
     assert not ascend_decision(a) and not b.balance_frozen
     return made[0], made[1], made[2]
 

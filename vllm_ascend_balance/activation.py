@@ -10,19 +10,22 @@
    ``EngineCoreProc.run_engine_core`` (:mod:`~vllm_ascend_balance.engine_chain`).
    vLLM starts each engine process with that target; under spawn it is
    pickled by qualified name, so it is this module-level function.
+   Before the config is created, where balance is requested, vllm-ascend is
+   handed balance off through its own switches and this package's setting
+   moves under its own key (:mod:`~vllm_ascend_balance.ascend_steering`).
 3. :func:`run_engine_core` (engine process) resolves the link below it as
-   vLLM would have, neutralises vllm-ascend's own balance patch where it is
-   installed (:mod:`~vllm_ascend_balance.ascend_patch`), plans once
-   (:func:`plan_activation`) and, only when balance applies, hooks the gather
-   onto vLLM's ``DPEngineCoreProc`` (:mod:`~vllm_ascend_balance.engine`) and
-   composes the gate mixin onto the scheduler class the config would have
-   used. Then the rest of the chain runs unchanged.
+   vLLM would have, plans once (:func:`plan_activation`) and, only when
+   balance applies, hooks the gather onto vLLM's ``DPEngineCoreProc``
+   (:mod:`~vllm_ascend_balance.engine`) and composes the gate mixin onto the
+   scheduler class the config would have used. Then the rest of the chain
+   runs unchanged.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +34,7 @@ from typing import Any
 import vllm.v1.engine.core as engine_core_mod
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from vllm_ascend_balance import ascend_patch, engine_chain, metrics, stats_carrier
+from vllm_ascend_balance import ascend_steering, engine_chain, metrics, stats_carrier
 from vllm_ascend_balance.config import (
     COLLECTIVE_SETTING,
     DEFAULT_COLLECTIVE,
@@ -112,8 +115,10 @@ class ActivationPlan:
         scheduler_cls: the scheduler class the config would use without us.
         max_frozen_steps: the bounded-freeze setting (None = unbounded).
         collective: the ``balance_collective`` setting.
-        ascend: vllm-ascend's balance patch, neutralised wherever balance is
-            requested (None: vllm-ascend is not installed).
+        vllm_ascend: the installed vllm-ascend (``"vllm-ascend X.Y.Z"``),
+            handed balance off wherever balance is requested
+            (:mod:`~vllm_ascend_balance.ascend_steering`); None: not
+            installed.
         notes: human-readable reasons (why inactive, what composes).
     """
 
@@ -123,7 +128,7 @@ class ActivationPlan:
     scheduler_cls: type | None = None
     max_frozen_steps: int | None = None
     collective: str = DEFAULT_COLLECTIVE
-    ascend: ascend_patch.AscendPatch | None = None
+    vllm_ascend: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -145,9 +150,8 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
     Raises:
         BalanceConfigError: the setting is malformed, or requested where it
             cannot work (PD-disaggregated ``kv_role``, a vllm-ascend setting
-            that excludes it, a vllm-ascend balance patch that cannot be
-            neutralised, vLLM without the seam, a ``scheduler_cls`` that is
-            not a ``Scheduler`` subclass or whose ``schedule()`` does not
+            that excludes it, vLLM without the seam, a ``scheduler_cls`` that
+            is not a ``Scheduler`` subclass or whose ``schedule()`` does not
             reach the seam, see :func:`unreachable_gate`).
     """
     setting = read_balance_setting(vllm_config)
@@ -162,16 +166,10 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
         return plan
     check_pd_mixed(vllm_config)
-    exclusive = ascend_patch.check_exclusive(vllm_config)
+    exclusive = ascend_steering.check_exclusive(vllm_config)
     if exclusive is not None:
         raise BalanceConfigError(f"{SETTING} {exclusive}")
-    plan.ascend = ascend_patch.find_patch()
-    if plan.ascend is not None:
-        if plan.ascend.problem is not None:
-            raise BalanceConfigError(
-                f"{SETTING} is set but {ascend_patch.refusal(plan.ascend)}"
-            )
-        plan.notes.append(plan.ascend.describe())
+    plan.vllm_ascend = ascend_steering.installed()
     dp_size = vllm_config.parallel_config.data_parallel_size
     if dp_size <= 1:
         plan.notes.append(
@@ -259,9 +257,9 @@ def run_engine_core(
     *args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any
 ) -> Any:
     """This package's link of ``EngineCoreProc.run_engine_core`` (same
-    signature), installed where balance is requested: neutralise
-    vllm-ascend's patch, activate conditionally, then run the rest of the
-    chain (what vLLM would have run without this package) unchanged.
+    signature), installed where balance activates: activate, then run the
+    rest of the chain (what vLLM would have run without this package)
+    unchanged.
 
     A bad setting ends the engine process with one ``error`` log line naming
     the setting and the fix (the front-end then reports the failed engine).
@@ -269,22 +267,22 @@ def run_engine_core(
     next_link = engine_chain.resolve_next(run_engine_core)
     vllm_config = kwargs["vllm_config"]
     try:
-        # Before planning: the config's scheduler class must resolve after
-        # vllm-ascend's patch swapped the module-level Scheduler, as it
-        # would without this package. This link runs only where balance
-        # scheduling is requested.
-        ascend_patch.neutralise()
         plan = plan_activation(vllm_config)
-    except (BalanceConfigError, ascend_patch.AscendPatchError) as exc:
+    except BalanceConfigError as exc:
         logger.error("balance scheduling: %s", exc)
         raise SystemExit(1) from None
+    if plan.requested:
+        ascend_steering.hide_env(os.environ)
     if plan.active:
         assert plan.scheduler_cls is not None
         install_gather_hook(engine_core_mod.DPEngineCoreProc)
         vllm_config.scheduler_config.scheduler_cls = compose_scheduler(
             plan.scheduler_cls, plan.max_frozen_steps, plan.collective
         )
-        notes = "; ".join(plan.notes)
+        notes = "; ".join(
+            plan.notes
+            + ([ascend_steering.describe(plan.vllm_ascend)] if plan.vllm_ascend else [])
+        )
         logger.info("balance scheduling active on DP rank %d: %s", dp_rank, notes)
     elif plan.requested and dp_rank == 0:
         logger.warning("balance scheduling: %s", plan.notes[-1])
@@ -294,18 +292,22 @@ def run_engine_core(
 def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap ``EngineArgs.create_engine_config``: a bad balance setting fails
     in the front-end, before any engine process starts; where balance is
-    requested, :func:`run_engine_core` becomes the outermost link (after the
-    platform and every plugin installed theirs, while creating the config)."""
+    requested, vllm-ascend is handed balance off first
+    (:func:`~vllm_ascend_balance.ascend_steering.steer_engine_args`), and
+    where it activates :func:`run_engine_core` becomes the outermost link
+    (after the platform and every plugin installed theirs, while creating
+    the config)."""
 
     @functools.wraps(create_engine_config)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        vllm_config = create_engine_config(self, *args, **kwargs)
         try:
+            ascend_steering.steer_engine_args(self, os.environ)
+            vllm_config = create_engine_config(self, *args, **kwargs)
             plan = plan_activation(vllm_config)
         except BalanceConfigError:
             _print_config_errors_in_one_line()
             raise
-        if plan.active or (plan.requested and plan.ascend is not None):
+        if plan.active:
             engine_chain.install(run_engine_core)
         else:
             engine_chain.uninstall(run_engine_core)

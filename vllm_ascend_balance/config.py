@@ -15,45 +15,52 @@ scheduling enables this package's gate unchanged:
 2. the legacy top-level ``additional_config.enable_balance_scheduling``
    (deprecated, warns);
 3. the environment variable ``VLLM_ASCEND_BALANCE_SCHEDULING`` (``1``/``0``,
-   ``true``/``false``; deprecated, warns). It is read here, in every process
-   that decides, rather than through ``AscendConfig``: an engine process whose
-   ``AscendConfig`` is not initialised yet would otherwise miss it.
+   ``true``/``false``; deprecated, warns).
 
 A lower-precedence form that disagrees is ignored with a warning, as
 vllm-ascend ignores it. Where this package is stricter than vllm-ascend (a
 JSON value that is not a boolean, e.g. ``"true"`` or ``1``, which vllm-ascend
 would read as true), the value is refused with a one-line fix.
 
-The opt-in bound against starvation is
-``additional_config.scheduler_config.balance_max_frozen_steps`` (a positive
-JSON integer N; absent or null = the unbounded contract): after N consecutive
-frozen gathers the gate opens for one step (a "fail-open" step).
+The options (:data:`OPTIONS`) are read where they are written: next to the
+nested switch (``additional_config.scheduler_config``) or next to the legacy
+one (the top level of ``additional_config``), whichever form enables
+balance; an option written in both places is refused, so nothing is
+silently ignored.
 
-The stall warning is
-``additional_config.scheduler_config.balance_stall_warning_s`` (seconds, a
-positive JSON number; ``0`` turns it off; absent or null =
-:data:`DEFAULT_STALL_WARNING_S`): a rank whose gather has waited that long
-for its peers logs a warning, repeated at that interval, while it waits
-(:mod:`~vllm_ascend_balance.stall`).
+- ``balance_max_frozen_steps``: the opt-in bound against starvation (a
+  positive JSON integer N; absent or null = the unbounded contract): after N
+  consecutive frozen gathers the gate opens for one step (a "fail-open" step).
+- ``balance_stall_warning_s``: seconds (a positive JSON number; ``0`` turns
+  it off; absent or null = :data:`DEFAULT_STALL_WARNING_S`): a rank whose
+  gather has waited that long for its peers logs a warning, repeated at that
+  interval, while it waits (:mod:`~vllm_ascend_balance.stall`).
+- ``balance_collective``: ``"all_gather"`` (absent or null: the contract's
+  all-gather of ``len(running)``) or ``"all_reduce_max"`` (the same
+  decisions from ceil(log2 N) point-to-point rounds instead of gloo's N-1
+  ring rounds; see :mod:`~vllm_ascend_balance.collectives`).
 
-The opt-in log-depth collective is
-``additional_config.scheduler_config.balance_collective``: ``"all_gather"``
-(absent or null: the contract's all-gather of ``len(running)``) or
-``"all_reduce_max"`` (the same decisions from ceil(log2 N) point-to-point
-rounds instead of gloo's N-1 ring rounds; see
-:mod:`~vllm_ascend_balance.collectives`).
+Where balance is requested, an unknown ``balance_*`` key, a value of the
+wrong type or a key one typo away from a setting is refused in one line
+naming the key, the known keys and an example of the key's own. Where it
+is not requested, the options do nothing: they are not refused, a warning
+says so (only the switch itself, and a near-miss of its name, are checked).
 
-The functions only read the ``VllmConfig`` they are given and the
-environment mapping (``os.environ`` unless one is passed).
+Once the front-end has read the setting, it travels to the engine processes
+under this package's own key (:data:`CARRIED_KEY`,
+:mod:`~vllm_ascend_balance.ascend_steering`); :func:`read_balance_setting`
+reads that key first. The functions only read the ``VllmConfig`` they are
+given and the environment mapping (``os.environ`` unless one is passed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,28 +68,16 @@ from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
 
-SETTING = "additional_config.scheduler_config.enable_balance_scheduling"
-LEGACY_SETTING = "additional_config.enable_balance_scheduling"
+SWITCH = "enable_balance_scheduling"
+NESTED = "additional_config.scheduler_config"
+TOP = "additional_config"
+SETTING = f"{NESTED}.{SWITCH}"
+LEGACY_SETTING = f"{TOP}.{SWITCH}"
 ENV_SETTING = "VLLM_ASCEND_BALANCE_SCHEDULING"
 _ENV_VALUES = {"1": True, "true": True, "0": False, "false": False}
-ENABLE_EXAMPLE = (
-    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": true}}\''
-)
-MAX_FROZEN_SETTING = "additional_config.scheduler_config.balance_max_frozen_steps"
-MAX_FROZEN_EXAMPLE = (
-    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
-    'true, "balance_max_frozen_steps": 64}}\''
-)
-COLLECTIVE_SETTING = "additional_config.scheduler_config.balance_collective"
-COLLECTIVE_EXAMPLE = (
-    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
-    'true, "balance_collective": "all_reduce_max"}}\''
-)
-STALL_SETTING = "additional_config.scheduler_config.balance_stall_warning_s"
-STALL_EXAMPLE = (
-    '--additional-config \'{"scheduler_config": {"enable_balance_scheduling": '
-    'true, "balance_stall_warning_s": 60}}\''
-)
+#: This package's own ``additional_config`` key: the setting as the
+#: front-end read it, carried to the engine processes.
+CARRIED_KEY = "vllm_ascend_balance"
 #: Default stall warning threshold, seconds. On by default, and generous: in
 #: a MoE deployment the ranks step in lock step, so a healthy gather waits
 #: at most for the slowest peer's step (milliseconds to a few seconds, even
@@ -95,13 +90,33 @@ DEFAULT_STALL_WARNING_S = 60.0
 COLLECTIVES = ("all_gather", "all_reduce_max")
 DEFAULT_COLLECTIVE = COLLECTIVES[0]
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
-#: The keys this package reads under ``additional_config.scheduler_config``.
-KEYS = (
-    "enable_balance_scheduling",
-    "balance_max_frozen_steps",
-    "balance_stall_warning_s",
-    "balance_collective",
-)
+#: The options, with an example value each (for refusals' examples).
+OPTIONS: dict[str, Any] = {
+    "balance_max_frozen_steps": 64,
+    "balance_stall_warning_s": 60,
+    "balance_collective": "all_reduce_max",
+}
+#: Every key this package reads next to a switch.
+KEYS = (SWITCH, *OPTIONS)
+MAX_FROZEN_SETTING = f"{NESTED}.balance_max_frozen_steps"
+STALL_SETTING = f"{NESTED}.balance_stall_warning_s"
+COLLECTIVE_SETTING = f"{NESTED}.balance_collective"
+
+
+def example(key: str = SWITCH, where: str = NESTED) -> str:
+    """A ``--additional-config`` argument that sets ``key`` (with the switch
+    on) in the section ``where`` (:data:`NESTED` or :data:`TOP`)."""
+    section: dict[str, Any] = {SWITCH: True}
+    if key != SWITCH:
+        section[key] = OPTIONS[key]
+    body = section if where == TOP else {"scheduler_config": section}
+    return f"--additional-config '{json.dumps(body)}'"
+
+
+ENABLE_EXAMPLE = example()
+MAX_FROZEN_EXAMPLE = example("balance_max_frozen_steps")
+COLLECTIVE_EXAMPLE = example("balance_collective")
+STALL_EXAMPLE = example("balance_stall_warning_s")
 
 
 class BalanceConfigError(ValueError):
@@ -117,14 +132,13 @@ class BalanceSetting:
         enabled: whether balance scheduling is requested.
         source: where the value came from (:data:`SETTING`,
             :data:`LEGACY_SETTING`, :data:`ENV_SETTING` or ``"default"``).
-        max_frozen_steps: :data:`MAX_FROZEN_SETTING`, the most consecutive
+        max_frozen_steps: ``balance_max_frozen_steps``, the most consecutive
             frozen gathers before a fail-open step; None = unbounded (the
             contract as it is).
-        stall_warning_s: :data:`STALL_SETTING`, seconds a gather may wait
-            for its peers before the rank warns (and again every as many
-            seconds); None = off.
-        collective: :data:`COLLECTIVE_SETTING`, one of
-            :data:`~vllm_ascend_balance.collectives.COLLECTIVES`.
+        stall_warning_s: ``balance_stall_warning_s``, seconds a gather may
+            wait for its peers before the rank warns (and again every as
+            many seconds); None = off.
+        collective: ``balance_collective``, one of :data:`COLLECTIVES`.
     """
 
     enabled: bool
@@ -133,45 +147,51 @@ class BalanceSetting:
     stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
     collective: str = DEFAULT_COLLECTIVE
 
+    def carried(self) -> dict[str, Any]:
+        """This setting as the JSON object carried under :data:`CARRIED_KEY`."""
+        return dataclasses.asdict(self)
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, default=str)
+
 
 def _require_bool(value: Any, setting: str) -> bool:
     if isinstance(value, bool):
         return value
     raise BalanceConfigError(
-        f"{setting} must be a JSON boolean (true or false), got {json.dumps(value)}: "
+        f"{setting} must be a JSON boolean (true or false), got {_shown(value)}: "
         f"use e.g. {ENABLE_EXAMPLE}"
     )
 
 
-def _scheduler_section(additional: Any) -> dict[str, Any]:
+def _scheduler_section(additional: Mapping[str, Any]) -> Mapping[str, Any]:
     sched = additional.get("scheduler_config", {})
     if sched is None:
         return {}
-    if not isinstance(sched, dict):
+    if not isinstance(sched, Mapping):
         raise BalanceConfigError(
-            f"additional_config.scheduler_config must be a JSON object, got "
-            f"{json.dumps(sched, default=str)}: use e.g. {ENABLE_EXAMPLE}"
+            f"{NESTED} must be a JSON object, got {_shown(sched)}: use e.g. "
+            f"{ENABLE_EXAMPLE}"
         )
     return sched
 
 
-def _read_max_frozen_steps(sched: dict[str, Any]) -> int | None:
-    value = sched.get("balance_max_frozen_steps")
+def _max_frozen_steps(value: Any, where: str) -> int | None:
     if value is None:
         return None
     # bool is an int subclass: true must not read as 1.
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BalanceConfigError(
-            f"{MAX_FROZEN_SETTING} must be a positive JSON integer (consecutive "
-            f"frozen steps before the gate opens for one step), got "
-            f"{json.dumps(value, default=str)}: use e.g. {MAX_FROZEN_EXAMPLE}, "
+            f"{where}.balance_max_frozen_steps must be a positive JSON integer "
+            f"(consecutive frozen steps before the gate opens for one step), got "
+            f"{_shown(value)}: use e.g. {example('balance_max_frozen_steps', where)}, "
             f"or remove the key for the unbounded gate"
         )
     return value
 
 
-def _read_stall_warning_s(sched: dict[str, Any]) -> float | None:
-    value = sched.get("balance_stall_warning_s")
+def _stall_warning_s(value: Any, where: str) -> float | None:
     if value is None:
         return DEFAULT_STALL_WARNING_S
     # bool is an int subclass: true must not read as 1 s.
@@ -182,82 +202,65 @@ def _read_stall_warning_s(sched: dict[str, Any]) -> float | None:
         or value < 0
     ):
         raise BalanceConfigError(
-            f"{STALL_SETTING} must be a positive JSON number of seconds (a "
-            f"gather waiting that long for its DP peers logs a warning), or 0 "
-            f"to turn the warning off, got {json.dumps(value, default=str)}: "
-            f"use e.g. {STALL_EXAMPLE}"
+            f"{where}.balance_stall_warning_s must be a positive JSON number of "
+            f"seconds (a gather waiting that long for its DP peers logs a "
+            f"warning), or 0 to turn the warning off, got {_shown(value)}: use "
+            f"e.g. {example('balance_stall_warning_s', where)}"
         )
     return float(value) if value > 0 else None
 
 
-def read_stall_warning_s(vllm_config: Any) -> float | None:
-    """:data:`STALL_SETTING` of ``vllm_config`` in seconds, None = off (for
-    the engine process, without re-reading the other settings and repeating
-    their warnings).
-
-    Raises:
-        BalanceConfigError: the value is not a non-negative number.
-    """
-    additional = getattr(vllm_config, "additional_config", None) or {}
-    return _read_stall_warning_s(_scheduler_section(additional))
-
-
-def _read_collective(sched: dict[str, Any]) -> str:
-    value = sched.get("balance_collective")
+def _collective(value: Any, where: str) -> str:
     if value is None:
         return DEFAULT_COLLECTIVE
     if value not in COLLECTIVES:
         raise BalanceConfigError(
-            f"{COLLECTIVE_SETTING} must be one of "
-            f"{', '.join(json.dumps(c) for c in COLLECTIVES)}, got "
-            f"{json.dumps(value, default=str)}: use e.g. {COLLECTIVE_EXAMPLE}, "
-            f"or remove the key for the default all_gather"
+            f"{where}.balance_collective must be one of "
+            f"{', '.join(_shown(c) for c in COLLECTIVES)}, got {_shown(value)}: "
+            f"use e.g. {example('balance_collective', where)}, or remove the key "
+            f"for the default all_gather"
         )
     return str(value)
 
 
-def _refuse_misspelled_keys(
-    section: dict[str, Any], where: str, known: tuple[str, ...]
-) -> None:
-    """A key one typo away from a setting would silently leave it at its
-    default (for the bound: an unbounded gate), so it is refused."""
-    for key in section:
-        if key in known or not isinstance(key, str):
-            continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
-        if close:
-            raise BalanceConfigError(
-                f"{where}.{key} is not a balance scheduling setting: did you mean "
-                f"{close[0]}? (e.g. {MAX_FROZEN_EXAMPLE})"
-            )
+_READERS: dict[str, Callable[[Any, str], Any]] = {
+    "balance_max_frozen_steps": _max_frozen_steps,
+    "balance_stall_warning_s": _stall_warning_s,
+    "balance_collective": _collective,
+}
 
 
-def read_balance_setting(
-    vllm_config: Any, environ: Mapping[str, str] | None = None
-) -> BalanceSetting:
-    """Return the requested setting of ``vllm_config`` (a ``VllmConfig``),
-    with ``environ`` (default ``os.environ``) for :data:`ENV_SETTING`.
+def read_stall_warning_s(vllm_config: Any) -> float | None:
+    """``balance_stall_warning_s`` of ``vllm_config`` in seconds, None = off
+    (for the engine process; the same value :func:`read_balance_setting`
+    returns, without repeating its warnings).
 
     Raises:
-        BalanceConfigError: a JSON value is not a boolean, the environment
-            variable is not ``0``/``1``/``true``/``false``,
-            ``scheduler_config`` in ``additional_config`` is not a mapping,
-            :data:`MAX_FROZEN_SETTING` is not a positive integer,
-            :data:`STALL_SETTING` is not a non-negative number,
-            :data:`COLLECTIVE_SETTING` is not a known collective, or a key is
-            one typo away from one of these settings.
+        BalanceConfigError: the value is not a non-negative number.
     """
-    additional = getattr(vllm_config, "additional_config", None) or {}
-    sched = _scheduler_section(additional)
-    _refuse_misspelled_keys(sched, "additional_config.scheduler_config", KEYS)
-    _refuse_misspelled_keys(additional, "additional_config", KEYS[:1])
-    max_frozen = _read_max_frozen_steps(sched)
-    stall_warning_s = _read_stall_warning_s(sched)
-    collective = _read_collective(sched)
-    enabled, source = _read_enabled(
-        additional, sched, os.environ if environ is None else environ
-    )
-    return BalanceSetting(enabled, source, max_frozen, stall_warning_s, collective)
+    return read_balance_setting(vllm_config, quiet=True).stall_warning_s
+
+
+def _unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
+    """One-line refusals for keys of ``section`` that look like balance
+    settings but are not: ``balance_*`` keys this package does not know, and
+    keys one typo away from a known one (which would leave it at its
+    default, for the bound an unbounded gate)."""
+    found = []
+    for key in section:
+        if not isinstance(key, str) or key in KEYS:
+            continue
+        close = difflib.get_close_matches(key, KEYS, n=1, cutoff=0.85)
+        if not close and not key.startswith("balance_"):
+            continue
+        hint = (
+            f"did you mean {close[0]}? (e.g. {example(close[0], where)})"
+            if close
+            else f"the known ones are {', '.join(KEYS)} (e.g. "
+            f"{example('balance_max_frozen_steps', where)})"
+        )
+        found.append(f"{where}.{key} is not a balance scheduling setting: {hint}")
+    return found
 
 
 def _read_env(environ: Mapping[str, str]) -> bool | None:
@@ -274,23 +277,28 @@ def _read_env(environ: Mapping[str, str]) -> bool | None:
 
 
 def _read_enabled(
-    additional: Any, sched: dict[str, Any], environ: Mapping[str, str]
+    additional: Mapping[str, Any],
+    sched: Mapping[str, Any],
+    environ: Mapping[str, str],
+    quiet: bool,
 ) -> tuple[bool, str]:
     """(enabled, source) by vllm-ascend's precedence: nested key, legacy key,
     environment variable."""
     forms: list[tuple[str, bool]] = []
-    if sched.get("enable_balance_scheduling") is not None:
-        nested = _require_bool(sched["enable_balance_scheduling"], SETTING)
-        forms.append((SETTING, nested))
-    if additional.get("enable_balance_scheduling") is not None:
-        legacy = _require_bool(additional["enable_balance_scheduling"], LEGACY_SETTING)
-        forms.append((LEGACY_SETTING, legacy))
+    if sched.get(SWITCH) is not None:
+        forms.append((SETTING, _require_bool(sched[SWITCH], SETTING)))
+    if additional.get(SWITCH) is not None:
+        forms.append(
+            (LEGACY_SETTING, _require_bool(additional[SWITCH], LEGACY_SETTING))
+        )
     from_env = _read_env(environ)
     if from_env is not None:
         forms.append((ENV_SETTING, from_env))
     if not forms:
         return False, "default"
     source, enabled = forms[0]
+    if quiet:
+        return enabled, source
     if source != SETTING:
         logger.warning(
             "%s is deprecated; use %s instead (%s)", source, SETTING, ENABLE_EXAMPLE
@@ -305,6 +313,117 @@ def _read_enabled(
                 json.dumps(enabled),
             )
     return enabled, source
+
+
+def _options(
+    additional: Mapping[str, Any], sched: Mapping[str, Any]
+) -> dict[str, tuple[str, Any]]:
+    """The options written, each with the section it is written in.
+
+    Raises:
+        BalanceConfigError: an option is written in both sections.
+    """
+    found: dict[str, tuple[str, Any]] = {}
+    for key in OPTIONS:
+        places = [
+            (w, s[key]) for w, s in ((NESTED, sched), (TOP, additional)) if key in s
+        ]
+        if len(places) > 1:
+            raise BalanceConfigError(
+                f"{key} is set both in {NESTED} and at the top level of {TOP}: "
+                f"keep one, next to the switch you use (e.g. {example(key)})"
+            )
+        if places:
+            found[key] = places[0]
+    return found
+
+
+def read_balance_setting(
+    vllm_config: Any, environ: Mapping[str, str] | None = None, quiet: bool = False
+) -> BalanceSetting:
+    """Return the requested setting of ``vllm_config`` (a ``VllmConfig``),
+    with ``environ`` (default ``os.environ``) for :data:`ENV_SETTING`; the
+    setting carried under :data:`CARRIED_KEY` where the front-end left one.
+    ``quiet``: log no deprecation or "does nothing" warnings (a second read
+    of the same config).
+
+    Raises:
+        BalanceConfigError: the switch is not a JSON boolean, the environment
+            variable is not ``0``/``1``/``true``/``false``,
+            ``scheduler_config`` in ``additional_config`` is not a mapping, a
+            key is one typo away from the switch; where balance is requested
+            also: an option has a value of the wrong type or is written twice,
+            or a ``balance_*`` key is unknown (see the module docstring).
+    """
+    additional = getattr(vllm_config, "additional_config", None) or {}
+    if not isinstance(additional, Mapping):
+        raise BalanceConfigError(
+            f"{TOP} must be a JSON object, got {_shown(additional)}: use e.g. "
+            f"{ENABLE_EXAMPLE}"
+        )
+    carried = additional.get(CARRIED_KEY)
+    if carried is not None:
+        return _read_carried(carried)
+    return read_user_setting(
+        additional, os.environ if environ is None else environ, quiet
+    )
+
+
+def read_user_setting(
+    additional: Mapping[str, Any], environ: Mapping[str, str], quiet: bool = False
+) -> BalanceSetting:
+    """:func:`read_balance_setting` of an ``additional_config`` as the user
+    wrote it (no carried setting)."""
+    sched = _scheduler_section(additional)
+    unknown = _unknown_keys(sched, NESTED) + _unknown_keys(additional, TOP)
+    switch_typos = [u for u in unknown if f"did you mean {SWITCH}?" in u]
+    if switch_typos:
+        raise BalanceConfigError(switch_typos[0])
+    enabled, source = _read_enabled(additional, sched, environ, quiet)
+    if not enabled:
+        written = [k for k in OPTIONS if k in sched or k in additional]
+        if (written or unknown) and not quiet:
+            logger.warning(
+                "balance scheduling is off (%s), so %s do nothing",
+                source,
+                ", ".join(written + [u.split(" ", 1)[0] for u in unknown]),
+            )
+        return BalanceSetting(False, source)
+    if unknown:
+        raise BalanceConfigError(unknown[0])
+    values = {
+        key: _READERS[key](value, where)
+        for key, (where, value) in _options(additional, sched).items()
+    }
+    return BalanceSetting(
+        True,
+        source,
+        max_frozen_steps=values.get("balance_max_frozen_steps"),
+        stall_warning_s=values.get("balance_stall_warning_s", DEFAULT_STALL_WARNING_S),
+        collective=values.get("balance_collective", DEFAULT_COLLECTIVE),
+    )
+
+
+def _read_carried(carried: Any) -> BalanceSetting:
+    """The setting under :data:`CARRIED_KEY`, checked as strictly as the
+    user's (a hand-written one gets the same refusals)."""
+    where = f"{TOP}.{CARRIED_KEY}"
+    fields = {f.name for f in dataclasses.fields(BalanceSetting)}
+    if not isinstance(carried, Mapping) or not set(carried) <= fields:
+        raise BalanceConfigError(
+            f"{where} is written by vllm-ascend-balance for its engine processes "
+            f"and must not be set by hand, got {_shown(carried)}: remove it and use "
+            f"{ENABLE_EXAMPLE}"
+        )
+    enabled = _require_bool(carried.get("enabled", False), f"{where}.enabled")
+    stall = carried.get("stall_warning_s", DEFAULT_STALL_WARNING_S)
+    return BalanceSetting(
+        enabled,
+        str(carried.get("source", where)),
+        max_frozen_steps=_max_frozen_steps(carried.get("max_frozen_steps"), where),
+        stall_warning_s=None if stall is None else _stall_warning_s(stall, where),
+        collective=_collective(carried.get("collective"), where),
+    )
 
 
 def check_pd_mixed(vllm_config: Any) -> None:

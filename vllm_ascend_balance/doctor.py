@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -135,8 +136,11 @@ def _gate_line(plan: Any) -> str:
 
     if plan.active:
         return f"vllm-ascend-balance's, on Scheduler.{SEAM}() (one gather per step)"
-    if plan.ascend is not None and plan.requested:
-        return "none (vllm-ascend's own gate neutralised, this package's inactive)"
+    if plan.vllm_ascend is not None and plan.requested:
+        return (
+            "none (vllm-ascend is handed balance off, and this package's gate "
+            "has nothing to balance here: see the notes)"
+        )
     return "none"
 
 
@@ -149,21 +153,31 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     _print_install()
+    from vllm_ascend_balance import ascend_steering
     from vllm_ascend_balance.activation import has_seam, plan_activation
+    from vllm_ascend_balance.ascend_steering import steer_vllm_config
     from vllm_ascend_balance.config import MAX_FROZEN_SETTING, BalanceConfigError
     from vllm_ascend_balance.scheduler import SEAM
 
     print(f"seam present:          {has_seam()} (Scheduler.{SEAM})")
     print(f"plugin registered:     {_plugin_registered()} ({ENTRY_POINT_GROUP})")
     try:
-        plan = plan_activation(_config_view(args))
+        view = _config_view(args)
+        # What the front-end hands vLLM: vllm-ascend sees balance off.
+        steer_vllm_config(view, dict(os.environ))
+        plan = plan_activation(view)
     except (BalanceConfigError, ValueError) as exc:
         print(f"verdict:               cannot work: {exc}")
         return 1
     print(f"setting:               {plan.requested} (from {plan.source})")
     print(f"gate that will run:    {_gate_line(plan)}")
-    if plan.ascend is not None:
-        print(f"vllm-ascend:           {plan.ascend.describe()}")
+    if plan.vllm_ascend is not None:
+        what = (
+            ascend_steering.describe(plan.vllm_ascend)
+            if plan.requested
+            else f"{plan.vllm_ascend}: untouched (balance scheduling is off)"
+        )
+        print(f"vllm-ascend:           {what}")
     if plan.scheduler_cls is not None:
         print(f"scheduler class:       {plan.scheduler_cls.__qualname__}")
     if plan.active:

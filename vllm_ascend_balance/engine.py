@@ -81,7 +81,7 @@ def gather_after_sync(engine: Any, engines_running: bool = True) -> None:
         watchdog = engine._balance_watchdog = StallWatchdog.for_engine(engine)
     watchdog.started = time.monotonic()
     try:
-        scheduler.balance_gather()
+        scheduler.admission_gather()
     finally:
         watchdog.started = None
     metrics = engine.__dict__.get("_balance_metrics")

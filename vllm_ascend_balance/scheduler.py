@@ -43,7 +43,7 @@ def admission_cap(scheduler: Any) -> int:
 class BalanceSchedulerMixin:
     """Leader-at-cap => global freeze of admission from WAITING.
 
-    The engine core injects ``dp_group`` and calls :meth:`balance_gather` once
+    The engine core injects ``dp_group`` and calls :meth:`admission_gather` once
     per active step (:func:`~vllm_ascend_balance.engine.install_gather_hook`).
     The gather sets :attr:`balance_frozen` for the next ``schedule()``:
     ``max(gathered len(running)) == admission_cap(self)`` (``==`` by contract,
@@ -111,7 +111,7 @@ class BalanceSchedulerMixin:
     _balance_slots: list[torch.Tensor]
     _balance_local: torch.Tensor
 
-    def balance_gather(self) -> None:
+    def admission_gather(self) -> None:
         """All-gather ``len(self.running)`` over ``dp_group`` (one collective;
         or the :attr:`balance_collective` chosen) and recompute
         :attr:`balance_frozen`. No-op without a group.

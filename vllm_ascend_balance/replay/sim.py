@@ -33,7 +33,7 @@ What is real and what is modeled:
   chunks, where ``schedule()`` has it). When every rank is idle the
   deployment waits for the next arrival: no step, no gather (the all-idle
   ``continue``).
-- **The gather: real decision code.** Every scheduler's ``balance_gather()``
+- **The gather: real decision code.** Every scheduler's ``admission_gather()``
   runs as in the engine hook; its ``dist.all_gather`` goes to an in-process
   stand-in for the DP group (:mod:`.simgroup`) that returns the vector of
   every rank's ``len(running)``.
@@ -346,7 +346,7 @@ def simulate(
             board.post([len(s.running) for s in scheds])
             for rank, sched in enumerate(scheds):
                 sched.dp_group = groups[rank]
-                sched.balance_gather()
+                sched.admission_gather()
                 if keep_gathers:
                     gathers[rank].append(
                         GatherRecord(

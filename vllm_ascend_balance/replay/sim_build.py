@@ -6,6 +6,7 @@ them)."""
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,12 +114,13 @@ def _vllm_config(
 def scheduler_class(vllm_config: Any) -> type:
     """The class a DP engine core builds for ``vllm_config``: activation's own
     plan and composition (the balance mixin only where balance applies)."""
-    from vllm_ascend_balance import ascend_patch
     from vllm_ascend_balance.activation import compose_scheduler, plan_activation
-    from vllm_ascend_balance.config import read_balance_setting
+    from vllm_ascend_balance.ascend_steering import hide_env, steer_vllm_config
 
-    if read_balance_setting(vllm_config).enabled:
-        ascend_patch.neutralise()  # as run_engine_core does, before resolving
+    # What the front-end hands the engines, and what each engine process
+    # does with its environment (all "engines" share this process).
+    if steer_vllm_config(vllm_config, os.environ) is not None:
+        hide_env(os.environ)
     plan = plan_activation(vllm_config)
     base = vllm_config.scheduler_config.get_scheduler_cls()
     if not plan.active:

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """An in-process stand-in for the DP group, for the simulated engine.
 
-In a real deployment each DP rank's ``BalanceSchedulerMixin.balance_gather``
+In a real deployment each DP rank's ``BalanceSchedulerMixin.admission_gather``
 calls ``torch.distributed.all_gather(slots, local, group=dp_group)`` and every
 rank receives the same vector of ``len(running)``. The simulated engine
 (:mod:`.sim`) holds all N schedulers in one process, so there is no peer to
@@ -11,7 +11,7 @@ exchange with; :class:`BoardGroup` is passed as their ``dp_group`` instead.
 that returns None, treats the collective as already complete; the stand-in
 fills the receive slots from a :class:`GatherBoard` the simulation filled
 with every scheduler's ``len(running)`` beforehand. The gate's decision (what
-``balance_gather`` computes from the received vector) is the mixin's own
+``admission_gather`` computes from the received vector) is the mixin's own
 code, unchanged.
 
 This stands in for what cannot run in one process (N peers of a gloo/HCCL

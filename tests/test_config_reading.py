@@ -1,0 +1,198 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every balance setting is read where it is written, and nothing is ignored.
+
+Property, for every key (the switch, each option, an unknown ``balance_*``
+key, a key one typo away from an option), every position (nested
+``scheduler_config``, top level), every enabling form (nested, legacy,
+environment variable, off) and valid or invalid values: where balance is
+requested, the setting either takes effect (the value is in the plan and in
+``doctor``'s output) or is refused in one line naming the key and an example
+of the key's own; where it is not requested, an option never makes anything
+fail (it does nothing, and a warning says so). Negative control: a reader
+that only looks for options in the nested section (what the package did
+before) fails the property for options written next to the legacy switch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
+
+from tests.support.vllm_objects import make_vllm_config
+from vllm_ascend_balance import activation, config, doctor
+from vllm_ascend_balance.config import (
+    ENV_SETTING,
+    OPTIONS,
+    SWITCH,
+    BalanceConfigError,
+    read_user_setting,
+)
+
+pytestmark = pytest.mark.lane_scope("release")
+
+FIELDS = {
+    "balance_max_frozen_steps": "max_frozen_steps",
+    "balance_stall_warning_s": "stall_warning_s",
+    "balance_collective": "collective",
+}
+VALID = {
+    "balance_max_frozen_steps": st.sampled_from([1, 7, 64]),
+    "balance_stall_warning_s": st.sampled_from([0.5, 60]),
+    "balance_collective": st.sampled_from(["all_gather", "all_reduce_max"]),
+}
+INVALID = {
+    "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5]),
+    "balance_stall_warning_s": st.sampled_from([-1, True, "60", float("inf")]),
+    "balance_collective": st.sampled_from(["ring", 3, True]),
+}
+STRANGERS = ["balance_foo", "balance_max_frozen_step", "balance_colective"]
+
+
+@st.composite
+def cases(draw: Any) -> tuple[str, str, str, Any, bool]:
+    """(form, key, position, value, valid)."""
+    form = draw(st.sampled_from(["nested", "legacy", "env", "off"]))
+    key = draw(st.sampled_from([*OPTIONS, *STRANGERS]))
+    position = draw(st.sampled_from(["nested", "top"]))
+    if key in OPTIONS:
+        valid = draw(st.booleans())
+        value = draw(VALID[key] if valid else INVALID[key])
+    else:
+        valid, value = False, 5
+    return form, key, position, value, valid
+
+
+def build(
+    form: str, key: str, position: str, value: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    additional: dict[str, Any] = {}
+    sched: dict[str, Any] = {}
+    environ: dict[str, str] = {}
+    if form == "nested":
+        sched[SWITCH] = True
+    elif form == "legacy":
+        additional[SWITCH] = True
+    elif form == "env":
+        environ[ENV_SETTING] = "1"
+    (sched if position == "nested" else additional)[key] = value
+    if sched:
+        additional["scheduler_config"] = sched
+    return additional, environ
+
+
+def outcome(reader: Any, case: tuple[str, str, str, Any, bool]) -> str:
+    """ "" when the case behaves as the module docstring says, else why not."""
+    form, key, position, value, valid = case
+    additional, environ = build(form, key, position, value)
+    try:
+        setting = reader(additional, environ, quiet=True)
+    except BalanceConfigError as exc:
+        message = str(exc)
+        if form == "off":
+            return f"refused with balance off: {message}"
+        if valid:
+            return f"a valid value refused: {message}"
+        if "\n" in message or key not in message:
+            return f"refusal not one line naming {key}: {message}"
+        suggested = next((k for k in OPTIONS if f"mean {k}?" in message), None)
+        if suggested and suggested not in message.split("e.g.")[-1]:
+            return f"the example is not the suggested key's own: {message}"
+        return ""
+    if form == "off":
+        return "" if not setting.enabled else "enabled with the switch off"
+    if not valid:
+        return f"{key}={value!r} accepted silently"
+    got = getattr(setting, FIELDS[key])
+    want = float(value) if key == "balance_stall_warning_s" else value
+    return "" if got == want else f"{key}={value!r} ignored (read {got!r})"
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_every_setting_takes_effect_or_is_refused_in_one_line(
+    case: tuple[str, str, str, Any, bool],
+) -> None:
+    assert outcome(read_user_setting, case) == ""
+
+
+def nested_options_only(
+    additional: dict[str, Any], environ: dict[str, str], quiet: bool = False
+) -> Any:
+    """Known-bad: options read only in the nested section (top-level ones
+    dropped before reading, as the package once did)."""
+    kept = {k: v for k, v in additional.items() if k not in OPTIONS}
+    return read_user_setting(kept, environ, quiet)
+
+
+def test_negative_control_nested_only_reader_fails_the_property() -> None:
+    from hypothesis import find
+
+    try:
+        find(
+            cases(),
+            lambda case: outcome(nested_options_only, case) != "",
+            settings=settings(max_examples=2000, database=None),
+        )
+    except NoSuchExample:
+        pytest.fail("the property did not catch options ignored at the top level")
+
+
+@pytest.mark.parametrize("position", ["nested", "top"])
+@pytest.mark.parametrize("form", ["nested", "legacy"])
+def test_the_bound_shows_in_the_plan_and_in_doctor(
+    form: str, position: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    additional, _ = build(form, "balance_max_frozen_steps", position, 64)
+    plan = activation.plan_activation(
+        make_vllm_config(data_parallel_size=2, additional_config=additional)
+    )
+    assert plan.max_frozen_steps == 64
+    parser = argparse.ArgumentParser()
+    doctor.add_arguments(parser)
+    args = parser.parse_args(
+        ["--data-parallel-size", "2", "--additional-config", json.dumps(additional)]
+    )
+    assert doctor.run(args) == 0
+    assert "freeze bound:          64" in capsys.readouterr().out
+
+
+def test_written_twice_is_refused() -> None:
+    additional = {
+        SWITCH: True,
+        "balance_max_frozen_steps": 8,
+        "scheduler_config": {"balance_max_frozen_steps": 64},
+    }
+    with pytest.raises(BalanceConfigError, match="both in") as info:
+        read_user_setting(additional, {})
+    assert "\n" not in str(info.value)
+
+
+def test_switch_off_with_a_bad_bound_warns_instead_of_refusing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    additional = {"scheduler_config": {SWITCH: False, "balance_max_frozen_steps": 0}}
+    setting = read_user_setting(additional, {})
+    assert not setting.enabled
+    assert "do nothing" in caplog.text and "balance_max_frozen_steps" in caplog.text
+
+
+def test_a_typo_of_the_switch_is_refused_even_when_off() -> None:
+    """The switch itself is not a companion: a near-miss of its name would
+    leave balance off while the user asked for it."""
+    with pytest.raises(BalanceConfigError, match="did you mean enable_balance"):
+        read_user_setting({"scheduler_config": {"enable_balance_schedulng": True}}, {})
+
+
+@pytest.mark.parametrize("where", [config.NESTED, config.TOP])
+def test_each_example_sets_its_own_key(where: str) -> None:
+    for key in OPTIONS:
+        text = config.example(key, where)
+        body = json.loads(text.split("'")[1])
+        section = body if where == config.TOP else body["scheduler_config"]
+        assert section == {SWITCH: True, key: OPTIONS[key]}
