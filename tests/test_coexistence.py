@@ -168,7 +168,9 @@ needs_vllm_ascend = pytest.mark.skipif(
 
 def _ascend_decides(cfg: Any) -> bool:
     """vllm-ascend's own balance decision for ``cfg``, asked as its gate and
-    its engine-class swap ask it (its module's decision function)."""
+    its engine-class swap ask it (its module's decision function), with its
+    ``AscendConfig`` initialised from ``cfg`` as its platform does."""
+    importlib.import_module("vllm_ascend.ascend_config").init_ascend_config(cfg)
     patch = importlib.import_module(ASCEND_PATCH_MODULE)
     return bool(patch._balance_scheduling_enabled(cfg))
 

@@ -43,6 +43,12 @@ def _record_choice(*args: Any, dp_rank: int = 0, **kwargs: Any) -> None:
     ascend_enabled = None
     decider_is_theirs = None
     if patch is not None:
+        # As vllm-ascend's BalanceScheduler.__init__ (main) and its platform
+        # do in this process: its AscendConfig from this config and env.
+        import importlib
+
+        ascend_config = importlib.import_module("vllm_ascend.ascend_config")
+        ascend_config.init_ascend_config(kwargs["vllm_config"])
         decider = patch._balance_scheduling_enabled
         ascend_enabled = bool(decider(kwargs["vllm_config"]))
         decider_is_theirs = decider.__module__ == ASCEND_PATCH_MODULE
