@@ -284,13 +284,10 @@ def test_profiling_chunk_config_refused_with_balance() -> None:
 
 @needs_vllm_ascend
 def test_doctor_says_what_it_neutralised(capsys: pytest.CaptureFixture[str]) -> None:
-    import argparse
 
     from vllm_ascend_balance import doctor
 
-    parser = argparse.ArgumentParser()
-    doctor.add_arguments(parser)
-    args = parser.parse_args(
+    args = doctor.parse_args(
         ["--additional-config", '{"enable_balance_scheduling": true}']
     )
     assert doctor.run(args) == 0

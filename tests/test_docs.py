@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.lanes import REPO_ROOT, current_lane
-from vllm_ascend_balance.cli import build_parser
+from vllm_ascend_balance import doctor
+from vllm_ascend_balance.cli import build_parser, parse_command_line
 
 DOCS = sorted((REPO_ROOT / "docs").rglob("*.md"))
 TEXTS = [REPO_ROOT / "README.md", REPO_ROOT / "CONTRIBUTING.md", *DOCS]
@@ -188,11 +189,12 @@ def test_documented_commands_parse() -> None:
 def _bad_commands(commands: list[tuple[str, list[str]]]) -> list[str]:
     from vllm_ascend_balance.replay import options as replay_options
 
-    parser = build_parser()
     bad: list[str] = []
     for where, argv in commands:
         try:
-            args = parser.parse_args(argv)
+            args = parse_command_line(argv)
+            if args.command == "doctor":  # vllm serve's arguments, by vLLM
+                doctor.parse_serve_args(args.serve_args)
             if args.command == "replay":
                 replay_options.from_namespace(args)  # ranges and --mode
         except (SystemExit, ValueError) as exc:

