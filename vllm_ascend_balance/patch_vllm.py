@@ -113,13 +113,17 @@ class Install:
 
 def _install(site: Path | None) -> Install:
     """Where vLLM is and what kind of install it is (read from files)."""
-    where = {} if site is None else {"path": [str(Path(site).resolve())]}
+    path = None if site is None else [str(Path(site).resolve())]
     site, version = installed_vllm(site)
     dist = next(
         (
             d
             for name in DIST_NAMES
-            for d in importlib.metadata.distributions(name=name, **where)
+            for d in (
+                importlib.metadata.distributions(name=name)
+                if path is None
+                else importlib.metadata.distributions(name=name, path=path)
+            )
         ),
         None,
     )
@@ -128,16 +132,18 @@ def _install(site: Path | None) -> Install:
     full_version = version
     if dist is not None:
         name, full_version = dist.metadata["Name"], dist.version
-        record = _direct_url(dist)
-        if record is not None and "dir_info" in record:
-            tree = Path(unquote(urlparse(record.get("url", "")).path))
-            if record["dir_info"].get("editable"):
-                kind = f"editable source tree {tree}"
-            else:
-                kind = f"source install from {tree}"
-    if kind == "wheel" and site.name not in ("site-packages", "dist-packages"):
-        # vllm/ imported from outside any site-packages: a source tree on
-        # PYTHONPATH or an editable install pip did not record.
+        record = _direct_url(dist) or {}
+        tree = Path(unquote(urlparse(record.get("url", "")).path))
+        beside = Path(str(dist.locate_file(""))).resolve() == site.resolve()
+        if record.get("dir_info", {}).get("editable"):
+            kind = f"editable source tree {tree}"
+        elif not beside:
+            # vllm/ imported from elsewhere than its metadata: a source tree
+            # ahead on the import path (PYTHONPATH, a .pth line).
+            kind = f"source tree {site}"
+        elif "dir_info" in record:
+            kind = f"source install from {tree}"
+    elif site.name not in ("site-packages", "dist-packages"):
         kind = f"source tree {site}"
     return Install(site=site, version=version, kind=f"{name} {full_version}, {kind}")
 
