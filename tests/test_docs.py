@@ -43,6 +43,7 @@ PLACEHOLDER = re.compile(r"X\.Y\.Z|vOLD|LANE|<|\*|…|\.\.\.")
 PATH = re.compile(
     r"(?<![\w/.$-])((?:scripts|benchmarks|tests/data|upstream_patch)/[\w.+-]*(?:/[\w.+-]+)*)"
 )
+SUBCOMMANDS = (["patch-vllm"], ["doctor"], ["replay"], ["validate-sim"])
 COMMANDS = {  # documented prefix -> argv prefix of build_parser()
     "scripts/replay": ["replay"],
     "scripts/doctor": ["doctor"],
@@ -98,7 +99,7 @@ def documented_commands(
                 rest = words[n:]
                 if prefix == "scripts/vllm-ascend-balance" and rest[:1] == ["--lane"]:
                     rest = rest[2:]
-                if argv or rest[:1] in (["replay"], ["doctor"], ["validate-sim"]):
+                if argv or rest[:1] in SUBCOMMANDS:
                     found.append((f"{name}: {line}", argv + rest))
     return found
 
@@ -164,11 +165,11 @@ def test_console_script_help() -> None:
         [str(script), "--help"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    for command in ("doctor", "replay", "validate-sim"):
+    for (command,) in SUBCOMMANDS:
         assert command in result.stdout
 
 
-@pytest.mark.parametrize("command", ["doctor", "replay", "validate-sim"])
+@pytest.mark.parametrize("command", [c for (c,) in SUBCOMMANDS])
 def test_subcommand_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args([command, "--help"])
