@@ -14,7 +14,7 @@
 # $VAB_CACHE (default ~/.cache/vllm-ascend-balance), keyed by what it holds.
 # This checkout is then installed editable and the lane's series applied;
 # both are skipped when nothing they depend on changed since the last call
-# (a stamp in the venv keyed by the checkout path, pyproject.toml and the
+# (a stamp in the venv keyed by pyproject.toml, the series tooling and the
 # series), so a cache hit is fast and still reflects the working tree.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
