@@ -181,6 +181,12 @@ def test_an_argument_vllm_serve_refuses_is_refused_as_vllm_does(reports) -> None
     """vLLM's parser decides (exit 2, its usage and error on stderr); the
     same flag set accepted by vLLM (``--max-num-seqs``) passes in "enabled"."""
     report = reports["unknown-flag"]
+    if "cannot build `vllm serve`'s argument parser" in report.stdout:
+        # An empty-target vLLM without a platform (the fork lane): vLLM's
+        # parser cannot be built (nor can `vllm serve` start); doctor says so
+        # and reads only balance's flags, so it cannot judge the others.
+        assert report.returncode == 0, report.stdout + report.stderr
+        pytest.skip("vLLM's serve parser cannot be built on this install")
     assert report.returncode == 2, report.stdout + report.stderr
     assert "unrecognized arguments: --no-such-vllm-flag" in report.stderr
     assert "would activate:" not in report.stdout
@@ -193,15 +199,16 @@ def test_help_lists_checks_exit_codes_and_the_environment_variable() -> None:
         [str(SCRIPT), "doctor", "--help"], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())  # as read, whatever the wrapping
     for needle in (
         "seam present",
         "would activate",
         "exit status:",
-        "  2  an argument `vllm serve` would refuse",
+        "2 an argument `vllm serve` would refuse",
         "VLLM_ASCEND_BALANCE_SCHEDULING",
         "--data-parallel-size 1",
     ):
-        assert needle in result.stdout, needle
+        assert needle in text, needle
 
 
 # --------------------------------------------------------------------------

@@ -100,28 +100,90 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def parse_serve_args(serve_args: list[str]) -> argparse.Namespace:
-    """``serve_args`` as ``vllm serve`` parses them (vLLM's
-    ``make_arg_parser`` on its ``FlexibleArgumentParser``; a positional
-    ``MODEL`` is ``model_tag``, as in ``vllm/entrypoints/cli/serve.py``)."""
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    """``serve_args`` as ``vllm serve`` parses them: the parser of vLLM's own
+    ``serve`` subcommand (``ServeSubcommand.subparser_init`` in
+    ``vllm/entrypoints/cli/serve.py``; a positional ``MODEL`` is its
+    ``model_tag``), so every flag, default and refusal is the installed
+    vLLM's. Exits 2 with vLLM's message on an argument it refuses.
 
+    Where vLLM cannot build that parser (an empty-target build with no
+    platform plugin: ``vllm serve --help`` fails the same way), only the
+    arguments balance reads are parsed, other arguments ignored, and
+    ``parser_problem`` on the result says why.
+    """
     try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError:  # vLLM <= 0.2x keeps it in vllm.utils
-        from vllm.utils import FlexibleArgumentParser  # type: ignore[attr-defined,no-redef]
-
-    parser = make_arg_parser(
-        FlexibleArgumentParser(prog="vllm-ascend-balance doctor", usage=USAGE)
-    )
-    namespace = parser.parse_args(serve_args)
-    if getattr(namespace, "model_tag", None) is not None:
-        namespace.model = namespace.model_tag  # as ServeSubcommand.cmd does
+        parser = _serve_parser()
+        problem = None
+    except Exception as exc:  # vLLM's parser construction failed, say why
+        parser = _fallback_parser()
+        first = (str(exc).splitlines() or [""])[0]
+        problem = (
+            f"vLLM cannot build `vllm serve`'s argument parser here "
+            f"({type(exc).__name__}: {first}); read only the arguments balance "
+            f"uses. `vllm serve` fails the same way until a platform is "
+            f"registered (on Ascend: install vllm-ascend)"
+        )
+    if problem is None:
+        namespace = parser.parse_args(serve_args)
+    else:
+        namespace, _ = parser.parse_known_args(serve_args)
+        kv = namespace.kv_transfer_config
+        namespace.kv_transfer_config = (
+            SimpleNamespace(
+                kv_role=_json_object(kv, "--kv-transfer-config").get("kv_role")
+            )
+            if kv
+            else None
+        )
+    namespace.parser_problem = problem
     if namespace.data_parallel_size < 1:
         parser.error(
             f"argument --data-parallel-size: must be >= 1, got "
             f"{namespace.data_parallel_size}"
         )
     return namespace
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # older releases keep it in vllm.utils
+        from vllm.utils import FlexibleArgumentParser  # type: ignore[attr-defined,no-redef]
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+
+    root = FlexibleArgumentParser(prog="vllm")
+    parser = ServeSubcommand().subparser_init(root.add_subparsers())
+    parser.prog = "vllm-ascend-balance doctor"
+    parser.usage = USAGE
+    return parser
+
+
+def _fallback_parser() -> argparse.ArgumentParser:
+    """The ``vllm serve`` flags balance reads, with vLLM's defaults."""
+    parser = argparse.ArgumentParser(
+        prog="vllm-ascend-balance doctor", usage=USAGE, allow_abbrev=False
+    )
+    parser.add_argument("--additional-config", default=None)
+    parser.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    parser.add_argument("--scheduler-cls", default=None)
+    parser.add_argument(
+        "--async-scheduling", action=argparse.BooleanOptionalAction, default=None
+    )
+    parser.add_argument("--kv-transfer-config", default=None)
+    return parser
+
+
+def _json_object(text: Any, flag: str) -> dict:
+    """``text`` parsed as a JSON object (vLLM keeps a value it cannot parse
+    as the raw string; its config validation refuses it later)."""
+    if isinstance(text, str):
+        try:
+            text = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{flag} is not valid JSON ({exc})") from None
+    if not isinstance(text, dict):
+        raise ValueError(f"{flag} must be a JSON object")
+    return text
 
 
 def _vllm_version() -> str | None:
@@ -174,38 +236,28 @@ def _print_install() -> None:
 
 def _config_view(args: argparse.Namespace) -> Any:
     """The parts of a ``VllmConfig`` that activation reads, from ``vllm
-    serve``'s arguments read with vLLM's defaults
-    (``AsyncEngineArgs.from_cli_args``). ``async_scheduling`` unset means
-    on, as ``VllmConfig.__post_init__`` decides for a generative model."""
+    serve``'s arguments as vLLM's parser left them (its defaults included;
+    not ``EngineArgs.from_cli_args``, which resolves the model and may
+    download it). ``async_scheduling`` unset means on, as
+    ``VllmConfig.__post_init__`` decides for a generative model."""
     from vllm.config import SchedulerConfig
-    from vllm.engine.arg_utils import AsyncEngineArgs
 
     serve = getattr(args, "serve", None)
     if serve is None:
         serve = args.serve = parse_serve_args(args.serve_args)
-    engine = AsyncEngineArgs.from_cli_args(serve)
-    additional = engine.additional_config or {}
-    if isinstance(additional, str):
-        # vLLM's parser keeps a value that is not JSON as the raw string (its
-        # config validation refuses it later); say why here.
-        try:
-            additional = json.loads(additional)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--additional-config is not valid JSON ({exc})") from None
-    if not isinstance(additional, dict):
-        raise ValueError("--additional-config must be a JSON object")
+    additional = _json_object(serve.additional_config or {}, "--additional-config")
     scheduler_config = SchedulerConfig(
         max_model_len=8192,
         is_encoder_decoder=False,
-        scheduler_cls=engine.scheduler_cls,
-        async_scheduling=engine.async_scheduling is not False,
+        scheduler_cls=serve.scheduler_cls,
+        async_scheduling=serve.async_scheduling is not False,
     )
     return SimpleNamespace(
         additional_config=additional,
         scheduler_config=scheduler_config,
-        parallel_config=SimpleNamespace(data_parallel_size=engine.data_parallel_size),
+        parallel_config=SimpleNamespace(data_parallel_size=serve.data_parallel_size),
         model_config=SimpleNamespace(is_moe=not args.dense),
-        kv_transfer_config=engine.kv_transfer_config,
+        kv_transfer_config=serve.kv_transfer_config,
     )
 
 
@@ -229,7 +281,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if getattr(args, "serve", None) is None:
         # Before any check line: an argument vLLM refuses ends here (exit 2).
-        args.serve = parse_serve_args(args.serve_args)
+        try:
+            args.serve = parse_serve_args(args.serve_args)
+        except ValueError as exc:
+            print(f"verdict:               cannot work: {exc}")
+            return 1
+    if getattr(args.serve, "parser_problem", None):
+        print(f"warning:               {args.serve.parser_problem}")
     _print_install()
     from vllm_ascend_balance.activation import has_seam, plan_activation
     from vllm_ascend_balance.config import MAX_FROZEN_SETTING, BalanceConfigError
