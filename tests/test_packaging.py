@@ -239,7 +239,9 @@ def test_release_check_refuses_test_data_in_the_sdist(tmp_path: Path) -> None:
 def test_vllm_plugin_loading_registers_the_installed_wheel(fresh_venv: Path) -> None:
     python = str(fresh_venv / "bin" / "python")
     seen = json.loads(
-        _run([python, "-c", LOAD_PLUGINS], cwd=fresh_venv).stdout.splitlines()[-1]
+        _run(
+            [python, "-c", LOAD_PLUGINS], cwd=fresh_venv, env=_clean_env()
+        ).stdout.splitlines()[-1]
     )
     # The package comes from the wheel in the fresh venv, vLLM from the lane.
     assert seen["package"].startswith(str(fresh_venv)), seen
