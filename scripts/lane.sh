@@ -14,7 +14,7 @@
 # $VAB_CACHE (default ~/.cache/vllm-ascend-balance), keyed by what it holds.
 # This checkout is then installed editable and the lane's series applied;
 # both are skipped when nothing they depend on changed since the last call
-# (a stamp in the venv keyed by the checkout path, pyproject.toml and the
+# (a stamp in the venv keyed by pyproject.toml, the series tooling and the
 # series), so a cache hit is fast and still reflects the working tree.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -68,7 +68,7 @@ vpy=$venv/bin/python
 # scripts/ put their own checkout first on PYTHONPATH, so two checkouts
 # sharing one cache each run their own code (CONTRIBUTING.md).
 series_dir=$root/upstream_patch/$tag
-stamp=$( { echo "$lane"; cat "$root/pyproject.toml" "$root/upstream_patch/series.py";
+stamp=$( { echo "$lane"; cat "$root/pyproject.toml" "$root/upstream_patch/series.py" "$root/vllm_ascend_balance/series.py";
   cat "$series_dir"/series "$series_dir"/*.patch 2>/dev/null || true;
   cat "$venv/.fork-installed" 2>/dev/null || true; } | sha256sum | cut -c1-16)
 if [ "$(cat "$venv/.checkout-stamp" 2>/dev/null || true)" != "$stamp" ]; then

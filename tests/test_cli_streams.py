@@ -49,9 +49,7 @@ from vllm_ascend_balance import cli, doctor
 args = {args!r}
 if sys.argv[1] == "main":
     sys.exit(cli.main(args))
-parser = argparse.ArgumentParser()
-doctor.add_arguments(parser)
-sys.exit(doctor.run(parser.parse_args(args[1:])))
+sys.exit(doctor.run(doctor.parse_args(args[1:])))
 """
 
 

@@ -341,18 +341,14 @@ def test_vllm_ascend_exclusive_settings_refused_with_balance(
 def test_doctor_says_which_gate_and_why(
     form: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import argparse
-
     from vllm_ascend_balance import doctor
 
     if form == "env":
         monkeypatch.setenv(ENV_SETTING, "1")
-    parser = argparse.ArgumentParser()
-    doctor.add_arguments(parser)
     argv = ["--data-parallel-size", "2"]
     if form != "env":
         argv += ["--additional-config", json.dumps(FORMS[form])]
-    assert doctor.run(parser.parse_args(argv)) == 0
+    assert doctor.run(doctor.parse_args(argv)) == 0
     out = capsys.readouterr().out
     assert "gate that will run:    vllm-ascend-balance's" in out
     source = {"nested": SETTING, "legacy": LEGACY_SETTING, "env": ENV_SETTING}[form]

@@ -807,13 +807,9 @@ def test_tripwire_negative_control_fails(caplog: pytest.LogCaptureFixture) -> No
 
 
 def _doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    import argparse
-
     from vllm_ascend_balance import doctor
 
-    parser = argparse.ArgumentParser()
-    doctor.add_arguments(parser)
-    code = doctor.run(parser.parse_args(list(argv)))
+    code = doctor.run(doctor.parse_args(list(argv)))
     return code, capsys.readouterr().out
 
 

@@ -15,7 +15,6 @@ before) fails the property for options written next to the legacy switch.
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
@@ -153,9 +152,7 @@ def test_the_bound_shows_in_the_plan_and_in_doctor(
         make_vllm_config(data_parallel_size=2, additional_config=additional)
     )
     assert plan.max_frozen_steps == 64
-    parser = argparse.ArgumentParser()
-    doctor.add_arguments(parser)
-    args = parser.parse_args(
+    args = doctor.parse_args(
         ["--data-parallel-size", "2", "--additional-config", json.dumps(additional)]
     )
     assert doctor.run(args) == 0

@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.lanes import REPO_ROOT, current_lane
-from vllm_ascend_balance.cli import build_parser
+from vllm_ascend_balance import doctor
+from vllm_ascend_balance.cli import build_parser, parse_command_line
 
 DOCS = sorted((REPO_ROOT / "docs").rglob("*.md"))
 TEXTS = [REPO_ROOT / "README.md", REPO_ROOT / "CONTRIBUTING.md", *DOCS]
@@ -42,6 +43,7 @@ PLACEHOLDER = re.compile(r"X\.Y\.Z|vOLD|LANE|<|\*|…|\.\.\.")
 PATH = re.compile(
     r"(?<![\w/.$-])((?:scripts|benchmarks|tests/data|upstream_patch)/[\w.+-]*(?:/[\w.+-]+)*)"
 )
+SUBCOMMANDS = (["patch-vllm"], ["doctor"], ["replay"], ["validate-sim"])
 COMMANDS = {  # documented prefix -> argv prefix of build_parser()
     "scripts/replay": ["replay"],
     "scripts/doctor": ["doctor"],
@@ -97,7 +99,7 @@ def documented_commands(
                 rest = words[n:]
                 if prefix == "scripts/vllm-ascend-balance" and rest[:1] == ["--lane"]:
                     rest = rest[2:]
-                if argv or rest[:1] in (["replay"], ["doctor"], ["validate-sim"]):
+                if argv or rest[:1] in SUBCOMMANDS:
                     found.append((f"{name}: {line}", argv + rest))
     return found
 
@@ -163,11 +165,11 @@ def test_console_script_help() -> None:
         [str(script), "--help"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    for command in ("doctor", "replay", "validate-sim"):
+    for (command,) in SUBCOMMANDS:
         assert command in result.stdout
 
 
-@pytest.mark.parametrize("command", ["doctor", "replay", "validate-sim"])
+@pytest.mark.parametrize("command", [c for (c,) in SUBCOMMANDS])
 def test_subcommand_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args([command, "--help"])
@@ -188,11 +190,12 @@ def test_documented_commands_parse() -> None:
 def _bad_commands(commands: list[tuple[str, list[str]]]) -> list[str]:
     from vllm_ascend_balance.replay import options as replay_options
 
-    parser = build_parser()
     bad: list[str] = []
     for where, argv in commands:
         try:
-            args = parser.parse_args(argv)
+            args = parse_command_line(argv)
+            if args.command == "doctor":  # vllm serve's arguments, by vLLM
+                doctor.parse_serve_args(args.serve_args)
             if args.command == "replay":
                 replay_options.from_namespace(args)  # ranges and --mode
         except (SystemExit, ValueError) as exc:

@@ -239,7 +239,9 @@ def test_release_check_refuses_test_data_in_the_sdist(tmp_path: Path) -> None:
 def test_vllm_plugin_loading_registers_the_installed_wheel(fresh_venv: Path) -> None:
     python = str(fresh_venv / "bin" / "python")
     seen = json.loads(
-        _run([python, "-c", LOAD_PLUGINS], cwd=fresh_venv).stdout.splitlines()[-1]
+        _run(
+            [python, "-c", LOAD_PLUGINS], cwd=fresh_venv, env=_clean_env()
+        ).stdout.splitlines()[-1]
     )
     # The package comes from the wheel in the fresh venv, vLLM from the lane.
     assert seen["package"].startswith(str(fresh_venv)), seen
@@ -283,3 +285,80 @@ def _clean_env() -> dict[str, str]:
     return {
         k: v for k, v in os.environ.items() if k not in {"VLLM_PLUGINS", "PYTHONPATH"}
     }
+
+
+def test_wheel_carries_every_series(dists: dict[str, Path]) -> None:
+    """The wheel holds each ``upstream_patch/vX.Y.Z/`` (series + patches) as
+    package data, byte for byte: ``patch-vllm`` needs no checkout."""
+    expected = {
+        f"{PACKAGE}/{p.relative_to(REPO_ROOT)}": p.read_bytes()
+        for p in (REPO_ROOT / "upstream_patch").glob("v*/*")
+        if p.is_file()
+    }
+    assert expected
+    with zipfile.ZipFile(dists["wheel"]) as whl:
+        shipped = {n: whl.read(n) for n in whl.namelist() if "/upstream_patch/" in n}
+    assert shipped == expected
+
+
+def test_installed_wheel_patches_a_seamless_vllm_then_doctor_says_active(
+    dists: dict[str, Path], tmp_path: Path
+) -> None:
+    """The operator's path on a fresh venv: the built wheel installed next to
+    a vLLM without the seam (a private copy of this lane's, shadowing it),
+    ``patch-vllm`` restores the seam from the wheel's own series, and
+    ``doctor`` with ``vllm serve``'s arguments reports balance active."""
+    from tests.support import vllm_copy
+    from vllm_ascend_balance import series
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = str(venv / "bin" / "python")
+    purelib = Path(
+        _run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+        ).stdout.strip()
+    )
+    lane_site, version = series.installed_vllm()
+    # The copy in the venv's own site-packages comes first; torch and the
+    # rest of vLLM's dependencies from the lane's (a .pth line after it).
+    vllm_copy.unpatched_copy(lane_site, purelib, f"v{version}")
+    (purelib / "zz_lane.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    _run(
+        [
+            sys.executable, "-m", "pip", "--python", python, "install",
+            "--no-index", "--no-deps", "--quiet", str(dists["wheel"]),
+        ]
+    )  # fmt: skip
+    tool = str(venv / "bin" / "vllm-ascend-balance")
+    env = _clean_env()
+    check = subprocess.run(
+        [tool, "patch-vllm", "--check"], capture_output=True, text=True, env=env
+    )
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "applies cleanly" in check.stdout
+    applied = _run([tool, "patch-vllm"], env=env, cwd=tmp_path).stdout
+    assert f"applied 1 patch(es) for v{version}" in applied
+    assert str(purelib / PACKAGE / "upstream_patch") in str(
+        _run(
+            [python, "-c", "from vllm_ascend_balance import series; "
+             "print(series.series_root())"],
+            env=env, cwd=tmp_path,
+        ).stdout
+    )  # fmt: skip
+    on = '{"scheduler_config": {"enable_balance_scheduling": true}}'
+    doctor = _run(
+        [
+            tool,
+            "doctor",
+            "MODEL",
+            "--data-parallel-size",
+            "2",
+            "--additional-config",
+            on,
+        ],
+        env=env,
+        cwd=tmp_path,
+    ).stdout.splitlines()
+    assert "would activate:        True" in doctor, doctor
+    assert any(line.startswith("seam present:          True") for line in doctor)

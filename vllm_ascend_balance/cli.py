@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``vllm-ascend-balance`` command line: ``doctor``, ``replay`` and
-``validate-sim``."""
+"""``vllm-ascend-balance`` command line: ``patch-vllm``, ``doctor``,
+``replay`` and ``validate-sim``."""
 
 from __future__ import annotations
 
@@ -25,10 +25,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Balance scheduling for vLLM DP + MoE: diagnostics and replay.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    from vllm_ascend_balance import doctor
+    from vllm_ascend_balance import doctor, patch_vllm
+
+    patch_vllm.add_arguments(
+        sub.add_parser(
+            "patch-vllm",
+            help="add the seam to the installed vLLM (the series for its version)",
+        )
+    )
 
     doctor.add_arguments(
-        sub.add_parser("doctor", help="check the install and what a config activates")
+        sub.add_parser(
+            "doctor",
+            help="check the install and what a `vllm serve` command line activates",
+            allow_abbrev=False,
+        )
     )
     # An ImportError of the replay is a bug to see in full, not a missing
     # subcommand (argparse would answer "invalid choice: 'replay'").
@@ -52,12 +63,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
+    """``argv`` parsed as the command runs it: ``doctor``'s arguments beyond
+    its own are ``vllm serve``'s, left for vLLM's parser
+    (``doctor.parse_serve_args``, at run time); any other subcommand refuses
+    an argument it does not know."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "doctor":
+        args.serve_args = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return args
+
+
 def _main(argv: list[str] | None) -> int:
     from vllm_ascend_balance import doctor
     from vllm_ascend_balance.replay import cli as replay_cli
     from vllm_ascend_balance.replay import validate
 
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(argv)
+    if args.command == "patch-vllm":
+        # Reads and patches files only: vLLM is imported in a new process,
+        # after the patch, never in this one (it may not import yet).
+        from vllm_ascend_balance import patch_vllm
+
+        return patch_vllm.run(args)
     # Configures vLLM's logging (our loggers live under ``vllm.``) before any
     # subcommand logs; after parse_args, so that --help never imports vLLM.
     import vllm.logger  # noqa: F401

