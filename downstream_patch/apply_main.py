@@ -178,12 +178,16 @@ def other_ref(site: Path, version: str, seam: bool) -> Path:
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected)")
 
 
-def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
-    paths = [str(tree), str(HERE)]
-    if overlay is not None:
-        paths.insert(0, str(overlay))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    probe = subprocess.run(
+_PROBED: dict[Path | None, tuple[str, bool]] = {}
+
+
+def probe(overlay: Path | None) -> tuple[str, bool]:
+    """(the ``vllm`` package a child process imports with ``overlay`` first
+    on ``PYTHONPATH``, whether its ``Scheduler`` has the seam); once per ref."""
+    if overlay in _PROBED:
+        return _PROBED[overlay]
+    env = {**os.environ, "PYTHONPATH": str(overlay) if overlay else ""}
+    proc = subprocess.run(
         [
             sys.executable,
             "-c",
@@ -193,9 +197,18 @@ def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
         env=env,
         capture_output=True,
         text=True,
-        cwd=tree,
     )
-    vllm_file, _, seam = probe.stdout.strip().splitlines()[-1].rpartition(" ")
+    vllm_file, _, seam = proc.stdout.strip().splitlines()[-1].rpartition(" ")
+    _PROBED[overlay] = (vllm_file, seam == "True")
+    return _PROBED[overlay]
+
+
+def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
+    paths = [str(tree), str(HERE)]
+    if overlay is not None:
+        paths.insert(0, str(overlay))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    vllm_file, seam = probe(overlay)
     results = []
     for args in TEST_RUNS:
         cmd = [
@@ -219,7 +232,7 @@ def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
                 "summary": tail,
                 "counts": counts,
                 "vllm": vllm_file,
-                "seam": seam == "True",
+                "seam": seam,
             }
         )
         if proc.returncode:
