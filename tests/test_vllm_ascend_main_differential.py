@@ -43,7 +43,10 @@ import pytest
 
 from tests.support import vllm_ascend_src
 
-pytestmark = pytest.mark.lane_scope("release")
+pytestmark = [
+    pytest.mark.lane_scope("release"),
+    pytest.mark.slow,  # two hypothesis state machines over real schedulers
+]
 
 SRC = vllm_ascend_src.source()
 if SRC is None:

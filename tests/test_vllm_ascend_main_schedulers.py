@@ -28,7 +28,10 @@ import pytest
 
 from tests.support import vllm_ascend_src
 
-pytestmark = pytest.mark.lane_scope("release")
+pytestmark = [
+    pytest.mark.lane_scope("release"),
+    pytest.mark.slow,  # imports vllm-ascend's scheduler modules from source
+]
 
 SRC = vllm_ascend_src.source()
 if SRC is None:
