@@ -42,7 +42,10 @@ from vllm_ascend_balance import activation, ascend_patch, engine_chain
 from vllm_ascend_balance.config import ENV_SETTING, LEGACY_SETTING
 from vllm_ascend_balance.engine import remove_gather_hook, upstream_dp_engine
 
-pytestmark = pytest.mark.multiproc
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.multiproc,
+]
 
 UPSTREAM_ENGINE = upstream_dp_engine(engine_core_mod.DPEngineCoreProc)
 MIXIN = "vllm_ascend_balance.scheduler.BalanceSchedulerMixin"

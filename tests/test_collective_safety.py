@@ -37,7 +37,12 @@ from tests.support.replay_variants import (
     write_jsonl,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.multiproc, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.e2e,
+    pytest.mark.multiproc,
+    pytest.mark.slow,
+]
 
 CAP = 4
 WAVES = 8

@@ -33,12 +33,15 @@ from vllm_ascend_balance.replay.validate import (
     run_case,
 )
 
+pytestmark = pytest.mark.lane_scope("release")
+
 # The simulated engine composes balance in-process (plan_activation), which
 # is refused while vllm-ascend's own balance patch is loaded.
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.lane_scope("release", "main")
 @pytest.mark.e2e
 @pytest.mark.multiproc
 @pytest.mark.slow

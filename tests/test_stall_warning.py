@@ -39,11 +39,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.lanes import on_one_lane_only
 from tests.support.processes import join_processes, start_processes
 from vllm_ascend_balance import config
 
-pytestmark = pytest.mark.multiproc
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.multiproc,
+]
 
 THRESHOLD_S = 1.0
 STEPS = 12
@@ -167,7 +169,7 @@ def _poll(condition: Any, what: str) -> Any:
     raise AssertionError(f"hang guard: {what}")
 
 
-@on_one_lane_only("the stall watchdog test across real ranks")
+@pytest.mark.lane_scope("release")
 def test_stalled_peer_is_reported(tmp_path: Path) -> None:
     procs = _start(tmp_path, park=True)
     try:
@@ -200,7 +202,7 @@ def test_stalled_peer_is_reported(tmp_path: Path) -> None:
     assert _wait_gauges(tmp_path / "metrics") == {"0": 0.0, "1": 0.0}
 
 
-@on_one_lane_only("the stall watchdog test across real ranks")
+@pytest.mark.lane_scope("release")
 def test_negative_control_healthy_run_warns_nothing(tmp_path: Path) -> None:
     procs = _start(tmp_path, park=False)
     joined = join_processes(procs, HANG_GUARD_S)
