@@ -95,10 +95,11 @@ def pytest_collection_modifyitems(
     lane = current_lane()
     total = len(items)
     if not config.getoption("all_lane_scopes"):
-        keep = [i for i in items if lane in i.get_closest_marker("lane_scope").args]
-        dropped = [
-            i for i in items if lane not in i.get_closest_marker("lane_scope").args
-        ]
+        keep, dropped = [], []
+        for item in items:
+            marker = item.get_closest_marker("lane_scope")
+            assert marker is not None  # checked above
+            (keep if lane in marker.args else dropped).append(item)
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
@@ -120,14 +121,11 @@ def _selection_line(config: pytest.Config) -> str | None:
     if _SELECTION not in config.stash:
         return None
     lane, selected, total = config.stash[_SELECTION]
-    scope = (
-        "all scopes (--all-lane-scopes)"
-        if config.getoption("all_lane_scopes")
-        else "lane_scope"
-    )
+    if config.getoption("all_lane_scopes"):
+        return f"lane {lane}: all {total} collected tests kept (--all-lane-scopes)"
     return (
-        f"lane {lane}: selected {selected} of {total} collected tests, "
-        f"deselected by {scope}: {total - selected}"
+        f"lane {lane}: lane_scope selects {selected} of {total} collected tests, "
+        f"deselects {total - selected} (before -k/-m)"
     )
 
 
