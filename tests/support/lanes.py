@@ -7,7 +7,6 @@ import importlib.metadata
 import os
 from pathlib import Path
 
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIN_FILES = {
     "release": REPO_ROOT / ".github" / "vllm-release-tag.commit",
