@@ -46,21 +46,102 @@ def _process_state_restored():
         os.environ[ENV_SETTING] = env
 
 
+#: Every lane ``lane_scope`` may name (tests/support/lanes.py:PIN_FILES).
+LANES = ("release", "main", "fork", "ascend", "ascend-main")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all-lane-scopes",
+        action="store_true",
+        help="run every collected test on this lane, whatever its lane_scope "
+        "(the marker is still required)",
+    )
+
+
+def _scope_problem(marker: pytest.Mark | None) -> str | None:
+    if marker is None:
+        return "no lane_scope marker"
+    lanes = marker.args
+    unknown = [lane for lane in lanes if lane not in LANES]
+    if not lanes or unknown or marker.kwargs:
+        return f"lane_scope{lanes!r}: expected one or more of {', '.join(LANES)}"
+    return None
+
+
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Skip the ``e2e`` tests (whole ``AsyncLLM`` deployments) where vLLM has
-    no platform it can run on here, with the reason in the -ra summary;
-    everything else runs."""
+    """Select this lane's tests by their ``lane_scope`` marker, then skip
+    the ``e2e`` tests where vLLM has no platform it can run on here.
+
+    ``lane_scope(*lanes)`` names the lanes whose vLLM install can change the
+    test's verdict; the test runs on those lanes and is deselected (not
+    skipped: the counts stay honest) on the others. A test without the
+    marker (or naming an unknown lane) fails the collection, so no test
+    runs, or escapes, by default. The lane is ``$VAB_LANE``
+    (tests/support/lanes.py:current_lane).
+    """
+    from tests.support.lanes import current_lane, platform_unusable_reason
+
+    problems = [
+        f"  {item.nodeid}: {problem}"
+        for item in items
+        if (problem := _scope_problem(item.get_closest_marker("lane_scope")))
+    ]
+    if problems:
+        raise pytest.UsageError(
+            "every test declares the lanes that can change its result: add "
+            '`pytestmark = pytest.mark.lane_scope("release")` (lane-independent) '
+            'or e.g. `lane_scope("release", "main", "fork", "ascend")` '
+            f"(CONTRIBUTING.md); {len(problems)} test(s) do not:\n"
+            + "\n".join(problems[:50])
+        )
+    lane = current_lane()
+    total = len(items)
+    if not config.getoption("all_lane_scopes"):
+        keep, dropped = [], []
+        for item in items:
+            marker = item.get_closest_marker("lane_scope")
+            assert marker is not None  # checked above
+            (keep if lane in marker.args else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+    config.stash[_SELECTION] = (lane, len(items), total)
+
     e2e = [item for item in items if item.get_closest_marker("e2e")]
     if not e2e:
         return
-    from tests.support.lanes import platform_unusable_reason
-
     reason = platform_unusable_reason()
     if reason:
         for item in e2e:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+_SELECTION = pytest.StashKey[tuple[str, int, int]]()
+
+
+def _selection_line(config: pytest.Config) -> str | None:
+    if _SELECTION not in config.stash:
+        return None
+    lane, selected, total = config.stash[_SELECTION]
+    if config.getoption("all_lane_scopes"):
+        return f"lane {lane}: all {total} collected tests kept (--all-lane-scopes)"
+    return (
+        f"lane {lane}: lane_scope selects {selected} of {total} collected tests, "
+        f"deselects {total - selected} (before -k/-m)"
+    )
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    return _selection_line(config)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    line = _selection_line(terminalreporter.config)
+    if line:
+        terminalreporter.write_line(line)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -22,11 +22,14 @@ import pytest
 
 from tests.support.lanes import ascend_version
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm_ascend") is None,
-    reason="vllm-ascend is not installed in this venv (the ascend lane installs "
-    "it: scripts/test --lane ascend)",
-)
+pytestmark = [
+    pytest.mark.lane_scope("ascend"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm_ascend") is None,
+        reason="vllm-ascend is not installed in this venv (the ascend lane installs "
+        "it: scripts/test --lane ascend)",
+    ),
+]
 
 STUBS = "vab_npu_stubs"  # the name the lane's .pth imports
 

@@ -15,15 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import NO_VLLM_ASCEND_CODE, REPO_ROOT, not_on_lane
+from tests.support.lanes import REPO_ROOT
 
 pytestmark = [
+    pytest.mark.lane_scope("release"),
     pytest.mark.multiproc,
-    not_on_lane(
-        "ascend",
-        "the gather benchmark smoke test",
-        NO_VLLM_ASCEND_CODE,
-    ),
 ]
 
 

@@ -21,13 +21,9 @@ from typing import Any
 import pytest
 
 from benchmarks import instruction_count
-from tests.support.lanes import NO_VLLM_ASCEND_CODE, REPO_ROOT, not_on_lane
+from tests.support.lanes import REPO_ROOT
 
-pytestmark = not_on_lane(
-    "ascend",
-    "the benchmark smoke test",
-    NO_VLLM_ASCEND_CODE,
-)
+pytestmark = pytest.mark.lane_scope("release")
 
 SCRIPT = REPO_ROOT / "benchmarks" / "bench_schedule_overhead.py"
 VALGRIND = shutil.which("valgrind") or "valgrind"

@@ -57,7 +57,10 @@ from vllm_ascend_balance.config import (
 )
 from vllm_ascend_balance.engine import remove_gather_hook, upstream_dp_engine
 
-pytestmark = pytest.mark.multiproc
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.multiproc,
+]
 
 UPSTREAM_ENGINE = upstream_dp_engine(engine_core_mod.DPEngineCoreProc)
 MIXIN = "vllm_ascend_balance.scheduler.BalanceSchedulerMixin"
@@ -158,6 +161,8 @@ def test_negative_control_a_link_that_skips_the_chain(tmp_path: Path) -> None:
 # vllm-ascend's real code (ascend lane: 0.23.0.post1; ascend-main lane: the
 # checkout in VAB_VLLM_ASCEND_SRC, vllm-ascend main)
 
+#: The lanes with vllm-ascend's code: 0.23.0.post1 (ascend), main (ascend-main).
+ASCEND_LANES = pytest.mark.lane_scope("ascend", "ascend-main")
 needs_vllm_ascend = pytest.mark.skipif(
     importlib.util.find_spec("vllm_ascend") is None,
     reason="needs vllm-ascend's Python code: the ascend lane installs "
@@ -202,6 +207,7 @@ def _ascend_front_end(
 
 
 @needs_vllm_ascend
+@ASCEND_LANES
 @pytest.mark.parametrize("order", ["ours-first", "ascend-first"])
 @pytest.mark.parametrize("form", ["nested", "legacy", "env"])
 def test_vllm_ascend_one_gate_ours(
@@ -230,6 +236,7 @@ def test_vllm_ascend_one_gate_ours(
 
 
 @needs_vllm_ascend
+@ASCEND_LANES
 @pytest.mark.parametrize("form", ["nested", "legacy", "env"])
 def test_negative_control_unsteered_two_gates(
     form: str, monkeypatch: pytest.MonkeyPatch
@@ -248,6 +255,7 @@ def test_negative_control_unsteered_two_gates(
 
 
 @needs_vllm_ascend
+@ASCEND_LANES
 @pytest.mark.parametrize("order", ["ours-first", "ascend-first"])
 def test_vllm_ascend_balance_off_unchanged(
     order: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -281,6 +289,7 @@ def _load_profiling_wrapper(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 @needs_vllm_ascend
+@ASCEND_LANES
 @pytest.mark.parametrize("balance", ["off", "on"])
 def test_vllm_ascend_profiling_chunk_wrapper_composed(
     balance: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -337,6 +346,7 @@ def test_vllm_ascend_exclusive_settings_refused_with_balance(
 
 
 @needs_vllm_ascend
+@ASCEND_LANES
 @pytest.mark.parametrize("form", ["nested", "legacy", "env"])
 def test_doctor_says_which_gate_and_why(
     form: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -377,6 +387,7 @@ def _form_config(form: str, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 @needs_vllm_ascend
+@ASCEND_LANES
 @pytest.mark.parametrize("steered", [True, False], ids=["steered", "unsteered"])
 @pytest.mark.parametrize("form", ["nested", "legacy", "env"])
 def test_vllm_ascend_simulated_fleet_one_gate(
@@ -425,6 +436,7 @@ SRF_QUEUE = "ShortRequestFirstRequestQueue"
 
 
 @needs_vllm_ascend
+@ASCEND_LANES
 @pytest.mark.parametrize("gate", ["frozen", "open"])
 def test_vllm_ascend_short_request_first_composes_with_the_gate(
     gate: str, monkeypatch: pytest.MonkeyPatch

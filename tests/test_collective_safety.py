@@ -37,7 +37,12 @@ from tests.support.replay_variants import (
     write_jsonl,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.multiproc, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.e2e,
+    pytest.mark.multiproc,
+    pytest.mark.slow,
+]
 
 CAP = 4
 WAVES = 8
@@ -47,6 +52,7 @@ GAP_S = 25.0
 TIME_SCALE = 0.1
 # Hang detection only (a healthy run of this size takes a fraction of it).
 TIMEOUT_S = {2: 240.0, 4: 300.0}
+# Counted once every engine is up (start-up follows the host's load).
 NEGATIVE_TIMEOUT_S = 60.0
 
 
@@ -153,12 +159,20 @@ def test_freeze_exactly_when_a_rank_is_at_cap(balanced_run):
     assert freezes > 0, "the skewed load never brought a rank to the cap"
 
 
+def _engines_started(run_dir: Path, dp: int) -> bool:
+    """Every rank's recording scheduler attached (the run's first record)."""
+    files = list(run_dir.glob("*/rank*.jsonl"))
+    return len({f.name for f in files if f.stat().st_size > 0}) >= dp
+
+
 def test_negative_control_gather_in_schedule_hangs(tmp_path):
     """Deadlock lesson A, reproduced: must hang (or fail), never complete."""
-    result, run_dir = _run(
+    run_dir = tmp_path / "run"
+    result, _ = _run(
         tmp_path,
         2,
         timeout=NEGATIVE_TIMEOUT_S,
+        started=lambda: _engines_started(run_dir, 2),
         extra=("--executor", GATHER_IN_SCHEDULE_EXECUTOR),
     )
     completed = (

@@ -35,13 +35,14 @@ from typing import Any
 import pytest
 import torch
 
-from tests.support.lanes import on_one_lane_only
 from tests.support.meshgroup import Mesh, MeshGroup
 from tests.support.processes import run_processes
 from vllm_ascend_balance import activation, collectives, config
 from vllm_ascend_balance.config import BalanceConfigError, read_balance_setting
 from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
+
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 SIZES = [2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 64, 100, 128, 255, 256]
 STEPS = 12
@@ -288,7 +289,7 @@ def _rank_main(rank: int, parallel_config: Any, size: int, out_path: str) -> Non
 
 
 @pytest.mark.multiproc
-@on_one_lane_only("the log-depth collective on real gloo ranks")
+@pytest.mark.lane_scope("release")  # torch's gloo p2p, not vLLM: once
 @pytest.mark.parametrize("size", [2, 3, 5, 8])
 def test_log_depth_decides_as_the_gather_on_gloo(tmp_path: Path, size: int) -> None:
     from vllm.config import ParallelConfig

@@ -57,6 +57,8 @@ from vllm_ascend_balance.engine import (
 )
 from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 UPSTREAM_ENGINE = upstream_dp_engine(engine_core_mod.DPEngineCoreProc)
 UPSTREAM_RUN = engine_chain.current_target()
 # Where vllm-ascend is installed its balance patch replaces the module-level

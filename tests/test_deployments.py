@@ -40,7 +40,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import on_one_lane_only
 from tests.test_serve_metrics import (
     Server,
     complete,
@@ -51,9 +50,9 @@ from tests.test_serve_metrics import (
 )
 
 pytestmark = [
+    pytest.mark.lane_scope("release"),
     pytest.mark.e2e,
     pytest.mark.slow,
-    on_one_lane_only("the test of the deployment shapes"),
 ]
 
 REQUESTS = 8

@@ -32,9 +32,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import REPO_ROOT, current_lane
+from tests.support.lanes import REPO_ROOT
 from vllm_ascend_balance import doctor
 from vllm_ascend_balance.cli import build_parser, parse_command_line
+
+pytestmark = pytest.mark.lane_scope("release")
 
 DOCS = sorted((REPO_ROOT / "docs").rglob("*.md"))
 TEXTS = [REPO_ROOT / "README.md", REPO_ROOT / "CONTRIBUTING.md", *DOCS]
@@ -104,11 +106,6 @@ def documented_commands(
     return found
 
 
-@pytest.mark.skipif(
-    current_lane() != "release",
-    reason="the docs site is built once per suite run, on the release lane "
-    "(its own venv: the vLLM lane does not change it)",
-)
 def test_site_builds_strictly(tmp_path: Path) -> None:
     result = subprocess.run(
         [str(REPO_ROOT / "scripts" / "docs"), "build", "--site-dir", str(tmp_path)],
@@ -124,9 +121,6 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert "BalanceSchedulerMixin" in api and "admission_gather" in api
 
 
-@pytest.mark.skipif(
-    current_lane() != "release", reason="with the site build, on the release lane"
-)
 def test_negative_control_broken_link_fails_the_build(tmp_path: Path) -> None:
     """The same site with one link to a page that does not exist must fail:
     a copy of docs/ and of mkdocs.yml (pointing at the checkout for the

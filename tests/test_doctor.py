@@ -24,6 +24,8 @@ from tests.support.series_tool import series
 from vllm_ascend_balance import vllm_install
 from vllm_ascend_balance.config import SETTING
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 SCRIPT = Path(sys.executable).parent / "vllm-ascend-balance"
 ON = json.dumps({"scheduler_config": {"enable_balance_scheduling": True}})
 DP = ["--data-parallel-size", "2"]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = [
+    pytest.mark.lane_scope("ascend"),
     pytest.mark.skipif(
         importlib.util.find_spec("vllm_ascend") is None,
         reason="vllm-ascend is not installed: its unit tests need the ascend "

@@ -41,13 +41,16 @@ try:
 except ImportError:  # a release without pause states
     PauseState = None  # type: ignore[assignment,misc]
 
-pytestmark = pytest.mark.skipif(
-    PauseState is None
-    or not hasattr(PauseState, "PAUSED_NEW")
-    or "throttle_prefills" not in inspect.signature(Scheduler.schedule).parameters
-    or "prefill_capacity_bound" not in inspect.getsource(Scheduler.schedule),
-    reason="this release has no throttle_prefills / PAUSED_NEW to compare with",
-)
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.skipif(
+        PauseState is None
+        or not hasattr(PauseState, "PAUSED_NEW")
+        or "throttle_prefills" not in inspect.signature(Scheduler.schedule).parameters
+        or "prefill_capacity_bound" not in inspect.getsource(Scheduler.schedule),
+        reason="this release has no throttle_prefills / PAUSED_NEW to compare with",
+    ),
+]
 
 
 class Gate:

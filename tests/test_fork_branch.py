@@ -27,6 +27,8 @@ from tests.support.lanes import current_lane, pin_tag
 from tests.support.series_tool import series
 from vllm_ascend_balance import vllm_install
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 BRANCH = "balance-seam"
 LANE = current_lane()
 GIT_ENV = {

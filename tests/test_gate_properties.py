@@ -64,6 +64,8 @@ from vllm_ascend_balance.config import SETTING
 from vllm_ascend_balance.engine import gather_hook_installed
 from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin, admission_cap
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 BASES = (Scheduler, AsyncScheduler)
 BLOCK_SIZE = 8
 

@@ -44,11 +44,14 @@ from tests.support.original_scheduler import classes_from_source
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
 
-pytestmark = pytest.mark.skipif(
-    "kv_holding_waiting" not in inspect.getsource(Scheduler.__init__),
-    reason="this release has no kv_holding_waiting queue: the scope question "
-    "does not arise",
-)
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.skipif(
+        "kv_holding_waiting" not in inspect.getsource(Scheduler.__init__),
+        reason="this release has no kv_holding_waiting queue: the scope question "
+        "does not arise",
+    ),
+]
 
 HONOUR_NEW_ONLY = "stop_admitting_waiting and request_queue is self.waiting"
 BLOCK = 16

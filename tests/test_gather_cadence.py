@@ -48,7 +48,10 @@ import torch.distributed as dist
 
 from tests.support.processes import run_processes
 
-pytestmark = pytest.mark.multiproc
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.multiproc,
+]
 
 STEPS = 40  # > 32: upstream's sync all-reduce runs at least once on every lane
 SHRINK_AT = 24  # elastic case: the step from which the smaller group is used

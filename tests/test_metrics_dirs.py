@@ -20,7 +20,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from vllm_ascend_balance import metrics
+
+pytestmark = pytest.mark.lane_scope("release")
 
 HANG_GUARD_S = 120.0
 FRONT_END = """

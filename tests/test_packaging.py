@@ -29,14 +29,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import REPO_ROOT, current_lane
+from tests.support.lanes import REPO_ROOT
 
 pytestmark = [
+    pytest.mark.lane_scope("release"),
     pytest.mark.slow,
-    pytest.mark.skipif(
-        current_lane() != "release",
-        reason="packaging is the same on every lane: checked on the release lane",
-    ),
 ]
 
 PACKAGE = "vllm_ascend_balance"

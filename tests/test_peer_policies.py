@@ -21,7 +21,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.support.lanes import on_one_lane_only
 from vllm_ascend_balance.replay.peers import (
     POLICIES,
     PeerPolicy,
@@ -36,7 +35,7 @@ from vllm_ascend_balance.replay.peers.vllm_align import VllmPrefillAlignment
 
 # Pure decision logic on scripted states: no vLLM object is involved, so
 # another vLLM lane adds nothing.
-pytestmark = on_one_lane_only("the peer policies' rule and property tests")
+pytestmark = pytest.mark.lane_scope("release")
 
 CAP = 8
 IDLE = RankState(waiting=0, running=0, cap=CAP)

@@ -46,6 +46,8 @@ from tests.support.seam_shapes import inline_cap_mutant_source
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.scheduler import SEAM, admission_cap
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 BLOCK_SIZE = 16
 
 

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from vllm_ascend_balance.replay.compare import Cell, Verdict, compare, judge
 from vllm_ascend_balance.replay.metrics import RunMetrics, Starvation
 from vllm_ascend_balance.replay.modes import parse_modes
+
+pytestmark = pytest.mark.lane_scope("release")
 
 TRIALS = 2000
 

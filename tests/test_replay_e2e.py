@@ -18,7 +18,12 @@ import pytest
 
 from tests.support.replay_variants import run_replay, write_jsonl
 
-pytestmark = [pytest.mark.e2e, pytest.mark.multiproc, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.lane_scope("release", "main"),
+    pytest.mark.e2e,
+    pytest.mark.multiproc,
+    pytest.mark.slow,
+]
 
 CAP = 4
 

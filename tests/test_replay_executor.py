@@ -35,6 +35,8 @@ from vllm_ascend_balance.replay.recorder import rank_file, read_rank_file
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.report import status_lines
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 BUDGET = 64
 
 

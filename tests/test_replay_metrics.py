@@ -25,6 +25,8 @@ from vllm_ascend_balance.replay.records import (
 )
 from vllm_ascend_balance.replay.workload import ReplayRequest
 
+pytestmark = pytest.mark.lane_scope("release")
+
 
 def _step(k: int, rank: int, step_ms: float, **kw) -> RankStep:
     fields = dict(

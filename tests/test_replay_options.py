@@ -20,6 +20,8 @@ from vllm_ascend_balance.replay.modes import Mode, ModeError, parse_modes
 from vllm_ascend_balance.replay.options import ReplayOptions, parse
 from vllm_ascend_balance.replay.records import RunStatus
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()

@@ -18,6 +18,8 @@ import pytest
 
 from vllm_ascend_balance.replay import progress
 
+pytestmark = pytest.mark.lane_scope("release")
+
 
 def _wait_for(path: Path, needle: str, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s

@@ -35,6 +35,8 @@ from vllm_ascend_balance.replay.routing import Router
 from vllm_ascend_balance.replay.sim import SimOptions, SimResult, simulate
 from vllm_ascend_balance.replay.workload import builtin_requests, load_workload
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 # The simulated engine composes balance in-process (plan_activation), which
 # is refused while vllm-ascend's own balance patch is loaded.
 

@@ -42,11 +42,14 @@ def _has_throttle() -> bool:
     return "throttle_prefills" in inspect.signature(Scheduler.schedule).parameters
 
 
-pytestmark = pytest.mark.skipif(
-    not _has_throttle(),
-    reason="this release's Scheduler.schedule() has no throttle_prefills: "
-    "the prefill-interval mode cannot run (its refusal is tested where it can)",
-)
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.skipif(
+        not _has_throttle(),
+        reason="this release's Scheduler.schedule() has no throttle_prefills: "
+        "the prefill-interval mode cannot run (its refusal is tested where it can)",
+    ),
+]
 
 # The simulated engine composes balance in-process (plan_activation), which
 # is refused while vllm-ascend's own balance patch is loaded.

@@ -19,7 +19,6 @@ from unittest import mock
 
 import pytest
 
-from tests.support.lanes import not_on_lane
 from vllm_ascend_balance.replay.peers import POLICIES, PeerGateMixin
 from vllm_ascend_balance.replay.sim import SimOptions, SimResult, simulate
 from vllm_ascend_balance.replay.workload import builtin_requests
@@ -28,16 +27,7 @@ OPTS = SimOptions(dp_size=2, max_num_seqs=8, max_num_batched_tokens=1024)
 REQUESTS = builtin_requests(seed=3, num_bursts=2, burst=(24, 30))
 # Release (no throttle_prefills: holds through the seam only) and main (chunk
 # holds through throttle_prefills too) cover both paths of the simulation.
-pytestmark = [
-    not_on_lane(
-        "fork", "the peer policies on the simulated engine", "main has the same path"
-    ),
-    not_on_lane(
-        "ascend",
-        "the peer policies on the simulated engine",
-        "release has the same path",
-    ),
-]
+pytestmark = pytest.mark.lane_scope("release", "main")
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_policies.py"
 SPECS = ["sglang-delayer:8", "trtllm-adp:8:2", "vllm-align:8:2", "atom-delayer:8"]
 

@@ -20,6 +20,8 @@ from vllm_ascend_balance.replay.workload import (
     select,
 )
 
+pytestmark = pytest.mark.lane_scope("release")
+
 # A slice of the real trace, committed with its attribution (tests/data/README.md).
 AZURE_TRACE = (
     Path(__file__).parent / "data" / "azure_llm_inference_2023_conv_first300.csv"

@@ -36,6 +36,8 @@ from tests.support.seam_shapes import old_shape_source, stop_condition
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.scheduler import admission_cap
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 SETTINGS = settings(
     max_examples=25,
     deadline=None,

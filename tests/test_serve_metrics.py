@@ -51,7 +51,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from vllm_ascend_balance.replay.costmodel import ReplaySettings
 from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.e2e,
+    pytest.mark.slow,
+]
 
 EXECUTOR = "vllm_ascend_balance.replay.executor.CostModelExecutor"
 MAX_NUM_SEQS = 4

@@ -39,13 +39,18 @@ from typing import Any
 
 import pytest
 
-from tests.support.lanes import on_one_lane_only
 from tests.support.processes import join_processes, start_processes
 from vllm_ascend_balance import config
 
-pytestmark = pytest.mark.multiproc
+pytestmark = [
+    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    pytest.mark.multiproc,
+]
 
-THRESHOLD_S = 1.0
+# Seconds. Loose enough that a loaded host's scheduling delays (a healthy
+# gather's wait, the watchdog thread's wake-up) stay far inside it: the
+# watchdog's sampling interval scales with it (first warning within 2x).
+THRESHOLD_S = 3.0
 STEPS = 12
 STOP_AT = 6  # rank 1 parks before this step's gather
 HANG_GUARD_S = 240.0
@@ -170,7 +175,7 @@ def _poll(condition: Any, what: str) -> Any:
     raise AssertionError(f"hang guard: {what}")
 
 
-@on_one_lane_only("the stall watchdog test across real ranks")
+@pytest.mark.lane_scope("release")
 def test_stalled_peer_is_reported(tmp_path: Path) -> None:
     procs = _start(tmp_path, park=True)
     try:
@@ -203,7 +208,7 @@ def test_stalled_peer_is_reported(tmp_path: Path) -> None:
     assert _wait_gauges(tmp_path / "metrics") == {"0": 0.0, "1": 0.0}
 
 
-@on_one_lane_only("the stall watchdog test across real ranks")
+@pytest.mark.lane_scope("release")
 def test_negative_control_healthy_run_warns_nothing(tmp_path: Path) -> None:
     procs = _start(tmp_path, park=False)
     joined = join_processes(procs, HANG_GUARD_S)

@@ -26,6 +26,8 @@ from prometheus_client import REGISTRY
 from tests.support.vllm_objects import make_scheduler, make_vllm_config
 from vllm_ascend_balance import activation, stats_carrier
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 
 def _gated(**totals: float) -> Any:
     from vllm.v1.core.sched.scheduler import Scheduler

@@ -25,6 +25,8 @@ from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane, p
 from tests.support.seam_shapes import stop_condition
 from tests.support.series_tool import SERIES_PY, series
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 SCHEDULER_REL = "vllm/v1/core/sched/scheduler.py"
 TEST_REL = "tests/v1/core/test_scheduler.py"
 SEAM = "_should_stop_admitting_waiting"

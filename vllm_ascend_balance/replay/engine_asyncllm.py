@@ -12,9 +12,11 @@ the per-rank records this engine joins into
 
 One run: start the deployment; warm it up (a few short requests per rank,
 not measured, so no run pays the front-end's or the engines' first-request
-cost); send the workload at its arrival times (``arrival_s * time_scale``
-wall seconds after the start) as token prompts, with ``ignore_eos`` and
-``max_tokens`` = the request's output length; stop the deployment.
+cost); send the workload at its arrival times on the engines' modeled
+clock (:mod:`.modeled_clock`: when rank 0's modeled time reaches
+``arrival_s``, so a loaded host's slower steps do not crowd more arrivals
+into each step) as token prompts, with ``ignore_eos`` and ``max_tokens`` =
+the request's output length; stop the deployment.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ from vllm_ascend_balance.replay.engine import RecordingError
 from vllm_ascend_balance.replay.interrupts import Interrupts, reap_children
 from vllm_ascend_balance.replay.join import REQUEST_ID, join_run
 from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.modeled_clock import (
+    ClockBoard,
+    clock_path,
+    modeled_now,
+)
 from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.recorder import RankFile, rank_file, read_rank_file
@@ -51,6 +58,8 @@ logger = init_logger(__name__)
 #: Warm-up requests: short, pinned to each rank in turn.
 WARMUP_PROMPT_TOKENS = 32
 WARMUP_OUTPUT_TOKENS = 4
+#: How often the sender reads the modeled clock while waiting (wall s).
+CLOCK_POLL_S = 0.002
 
 
 class AsyncLLMEngine:
@@ -127,6 +136,8 @@ async def _deploy_and_send(
     llm: Any = None
     late = 0.0
     started = time.monotonic()
+    # Before the engines start: rank 0's executor maps it at start-up.
+    board = ClockBoard(clock_path(run_dir), create=True)
     try:
         args = engine_args(options, mode, run_dir, model)
         with interrupts.engine_startup():
@@ -140,7 +151,7 @@ async def _deploy_and_send(
             disable=None,  # no bar when stderr is not a terminal
             file=sys.stderr,
         ) as bar:
-            late = await _send_all(llm, workload.requests, routes, options, bar)
+            late = await _send_all(llm, workload.requests, routes, options, bar, board)
         # Shut down idle engines: SIGTERM does not interrupt a rank blocked
         # in the lock-step collective of a dummy batch whose peer already
         # exited, and vLLM would force-kill it after its grace period.
@@ -162,6 +173,7 @@ async def _deploy_and_send(
         if reaped:
             logger.debug("reaped leftover processes %s", reaped)
         interrupts.uninstall()
+        board.close()
         vllm_logger.setLevel(saved_level)
         if saved_env is None:
             os.environ.pop("VLLM_LOGGING_LEVEL", None)
@@ -223,25 +235,48 @@ async def _send_all(
     routes: list[int | None],
     options: ReplayOptions,
     bar: Any,
+    board: ClockBoard,
 ) -> float:
-    """Send every request at its arrival time and wait for all; the first
-    failure (an engine died) raises. Returns the largest send lateness."""
-    t0 = time.monotonic() + 0.2  # a lead, so the first arrivals are on time
+    """Send every request when the engines' modeled clock reaches its
+    arrival (:func:`~.modeled_clock.modeled_now`) and wait for all; the
+    first failure (an engine died) raises. Returns the largest send
+    lateness (wall s: modeled lateness times the time scale)."""
     late = 0.0
+    in_flight = 0
+    gates = [asyncio.Event() for _ in requests]
 
-    async def one(req: ReplayRequest, rank: int | None) -> None:
-        nonlocal late
-        due = t0 + req.arrival_s * options.time_scale
-        if due > time.monotonic():
-            await asyncio.sleep(due - time.monotonic())
-        late = max(late, time.monotonic() - due)
+    async def dispatch() -> None:
+        nonlocal late, in_flight
+        scale = options.time_scale
+        board.start(time.monotonic() + 0.2)  # a lead: the first ones on time
+        for i in sorted(range(len(requests)), key=lambda k: requests[k].arrival_s):
+            due = requests[i].arrival_s
+            while True:
+                now = modeled_now(
+                    board.snapshot(), time.monotonic(), in_flight > 0, scale
+                )
+                if now >= due:
+                    break
+                await asyncio.sleep(min(max((due - now) * scale, 1e-4), CLOCK_POLL_S))
+            late = max(late, (now - due) * scale)
+            in_flight += 1
+            gates[i].set()
+
+    async def one(i: int, req: ReplayRequest, rank: int | None) -> None:
+        nonlocal in_flight
+        await gates[i].wait()
         ids = prompt_ids(req.index, req.prompt_tokens)
-        await _generate(llm, REQUEST_ID.format(req.index), ids, req.output_tokens, rank)
+        try:
+            await _generate(
+                llm, REQUEST_ID.format(req.index), ids, req.output_tokens, rank
+            )
+        finally:
+            in_flight -= 1
         bar.update(1)
 
-    tasks = [
-        asyncio.create_task(one(r, rank))
-        for r, rank in zip(requests, routes, strict=True)
+    tasks = [asyncio.create_task(dispatch())] + [
+        asyncio.create_task(one(i, r, rank))
+        for i, (r, rank) in enumerate(zip(requests, routes, strict=True))
     ]
     try:
         pending: set[asyncio.Task] = set(tasks)

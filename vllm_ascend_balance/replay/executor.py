@@ -42,6 +42,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.costmodel import ReplaySettings
 from vllm_ascend_balance.replay.lockstep import LockStep
+from vllm_ascend_balance.replay.modeled_clock import ClockBoard, ClockKeeper, clock_path
 from vllm_ascend_balance.replay.outputs import SAMPLED_TOKEN_ID, Batch, OutputModel
 from vllm_ascend_balance.replay.recorder import (
     RankRecorder,
@@ -91,6 +92,12 @@ class CostModelExecutor(Executor):
         self._step = 0
         self._unknown_rpcs: set[str] = set()
         self._lockstep = LockStep(self.settings, self.dp_rank, self.dp_size)
+        # Rank 0 keeps the modeled clock the front-end feeds arrivals on
+        # (:mod:`.modeled_clock`); the ranks step in lock step.
+        board = clock_path(self.settings.run_dir)
+        self._clock: ClockKeeper | None = None
+        if self.dp_rank == 0 and board.exists():
+            self._clock = ClockKeeper(ClockBoard(board), self.settings.time_scale)
 
     def attach_scheduler(self, scheduler: Any) -> None:
         """Called by the recording scheduler once vLLM has built it."""
@@ -223,7 +230,16 @@ class CostModelExecutor(Executor):
         )
         running, waiting, frozen, gathers = self._scheduler_state()
         step_ms = self._lockstep.step_ms(cost_ms)
-        end, overrun = self._lockstep.pace(t0, step_ms)
+        clock = self._clock
+
+        def publish(deadline: float, back_to_back: bool) -> None:
+            if clock is not None and clock.board is not None:
+                # Nothing carried over from the previous step: the rank idled.
+                idle_before = running - batch.new_requests <= 0
+                origin = clock.board.snapshot().origin
+                clock.step(t0, step_ms, deadline, back_to_back, idle_before, origin)
+
+        end, overrun = self._lockstep.pace(t0, step_ms, publish)
         self.recorder.write(
             RankStep(
                 step=self._step,
@@ -253,6 +269,8 @@ class CostModelExecutor(Executor):
             self.recorder.write(record)
         self.recorder.close()
         self._lockstep.close()
+        if self._clock is not None and self._clock.board is not None:
+            self._clock.board.close()
 
     @classmethod
     def supports_async_scheduling(cls) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -60,24 +61,36 @@ class LockStep:
         dist.all_gather(self._costs, mine, group=self._group)
         return lockstep_ms([int(c) / 1000.0 for c in self._costs])
 
-    def pace(self, t0: float, step_ms: float) -> tuple[float, float]:
+    def pace(
+        self,
+        t0: float,
+        step_ms: float,
+        before_sleep: Callable[[float, bool], None] | None = None,
+    ) -> tuple[float, float]:
         """Sleep so the step that entered at wall time ``t0`` lasts
         ``step_ms * time_scale``; return ``(wall end, overrun seconds)``.
 
         Back-to-back steps are paced from the previous step's end, so the
         engine loop's own overhead (scheduling, outputs, collectives) is
         absorbed into the modeled time while it is smaller than the budget;
-        what exceeds it is the overrun.
+        what exceeds it is the overrun. ``before_sleep(deadline,
+        back_to_back)`` runs before the sleep (the modeled clock publishes
+        the step there, so the front-end sees it while it runs).
         """
         budget = step_ms / 1000.0 * self.settings.time_scale
         now = time.monotonic()
         prev = self._prev_end
         overrun = 0.0
-        if prev is not None and t0 - prev <= budget + IDLE_GAP_S:
+        back_to_back = prev is not None and t0 - prev <= budget + IDLE_GAP_S
+        if back_to_back:
+            assert prev is not None
             deadline = prev + budget
             overrun = max(0.0, now - deadline)
         else:
             deadline = t0 + budget
+        if before_sleep is not None:
+            before_sleep(deadline, back_to_back)
+            now = time.monotonic()
         if deadline > now:
             time.sleep(deadline - now)
         end = max(deadline, time.monotonic())
