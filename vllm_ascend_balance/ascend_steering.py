@@ -187,24 +187,27 @@ def _enabled(section: Any, key: str) -> bool:
 def check_exclusive(vllm_config: Any) -> str | None:
     """vllm-ascend settings that exclude balance scheduling (vllm-ascend
     refuses them itself only where its own config reads balance as on:
-    ``ascend_config.py`` for profiling-chunk, ``platform.py`` for DyntraLB);
-    the refusal text or None. Read as vllm-ascend reads them: the nested
-    ``scheduler_config`` section first, then the legacy top level."""
+    ``platform.py``); the refusal text or None. Read as vllm-ascend reads
+    them: the nested ``scheduler_config`` section first, then the legacy top
+    level. ``profiling_chunk_config`` is not among them: its scheduler is
+    judged like any ``scheduler_cls``, by whether its ``schedule()`` reaches
+    the seam (:func:`~vllm_ascend_balance.activation.unreachable_gate`)."""
     additional = getattr(vllm_config, "additional_config", None) or {}
     sched = additional.get("scheduler_config")
     sched = sched if isinstance(sched, Mapping) else {}
-    profiling = "profiling_chunk_config"
-    if _enabled(sched, profiling) or (
-        profiling not in sched and _enabled(additional, profiling)
-    ):
-        return (
-            "cannot run with vllm-ascend's profiling_chunk_config (its scheduler "
-            "chooses chunk sizes by its own schedule() copy): disable one of them"
-        )
     if _enabled(sched, "dyntra_lb_config"):
         return (
             "cannot run with vllm-ascend's dyntra_lb_config (DyntraLB balances "
             "PD-disaggregated decode nodes by its own schedule() copy, balance "
             "scheduling is PD-mixed only): disable one of them"
+        )
+    recompute = "recompute_scheduler_enable"
+    value = sched[recompute] if recompute in sched else additional.get(recompute)
+    if value:
+        return (
+            "cannot run with vllm-ascend's recompute_scheduler_enable (the "
+            "recompute scheduler serves PD-disaggregated decode nodes, with its "
+            "own schedule() copy; balance scheduling is PD-mixed only): disable "
+            "one of them"
         )
     return None
