@@ -102,9 +102,12 @@ def _probe(tree: Path, env: dict[str, str]) -> dict[str, str]:
     )
     assert probe.returncode == 0, probe.stderr[-3000:]
     lines = dict(
-        line.split(" ", 1) for line in probe.stdout.splitlines() if " " in line
+        line.split(" ", 1)
+        for line in probe.stdout.splitlines()
+        if line.startswith(("RESOLVES ", "FILE "))
     )
-    assert lines["FILE"].startswith(str(tree.resolve())), lines  # the patched copy
+    # The patched copy is the one imported (through the overlay's link).
+    assert tree.resolve() in Path(lines["FILE"]).resolve().parents, lines
     return lines
 
 
