@@ -119,9 +119,11 @@ def test_series_adds_one_behaviour_test_in_upstream_style(lane):
     # Where the release has kv_holding_waiting, a second test pins the
     # exemption (a KV-holding request is admitted while the gate is closed).
     kv_scope = "request_queue is self.waiting" in text
-    assert re.findall(r"^def (test_\w+)", added, re.M) == [
-        "test_should_stop_admitting_waiting_override"
-    ] + ["test_should_stop_admitting_waiting_admits_kv_holding_requests"] * kv_scope
+    assert (
+        re.findall(r"^def (test_\w+)", added, re.M)
+        == ["test_should_stop_admitting_waiting_override"]
+        + ["test_should_stop_admitting_waiting_admits_kv_holding_requests"] * kv_scope
+    )
     assert '@pytest.mark.parametrize("async_scheduling", [False, True])' in added
     assert "scheduler_cls=gated" in added or (
         "monkeypatch.setitem(create_scheduler.__globals__, name, gated)" in added

@@ -500,9 +500,7 @@ def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
         variant=path,
     )
     ran = {name.rsplit("::", 1)[-1]: kind for name, kind in outcomes.items()}
-    expected = {
-        case: "failure" if case in failing else "passed" for case in SEAM_CASES
-    }
+    expected = {case: "failure" if case in failing else "passed" for case in SEAM_CASES}
     assert ran == expected, (summary, result.stdout[-3000:])
 
 

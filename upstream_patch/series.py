@@ -62,8 +62,8 @@ import tarfile
 import tempfile
 import textwrap
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCH_DIR = ROOT / "upstream_patch"
@@ -636,8 +636,7 @@ def _comment_start(lines: list[str], lineno: int) -> int:
     return row
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(NamedTuple):
     """What the hook's text says about one release, read off its source."""
 
     kv_queue: str | None  # the loop's variable for self.kv_holding_waiting
