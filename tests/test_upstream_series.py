@@ -106,7 +106,8 @@ def _added_test_source(patch: Path) -> str:
 
 @pytest.mark.parametrize("lane", ALL_LANES)
 def test_series_adds_one_behaviour_test_in_upstream_style(lane):
-    """Upstream style, per release: one test function, parametrized over
+    """Upstream style, per release: one test function (plus the exemption
+    test where the release has ``kv_holding_waiting``), parametrized over
     sync and async scheduling, that hands its gating class to upstream's
     ``create_scheduler()`` (``scheduler_cls=``; where the helper takes none,
     the test swaps the class name in the helper's globals for its own run),
@@ -117,9 +118,14 @@ def test_series_adds_one_behaviour_test_in_upstream_style(lane):
     (patch,) = series.series_patches(series.lane_tag(lane), lane=lane)
     text = patch.read_text()
     added = _added_test_source(patch)
-    assert re.findall(r"^def (test_\w+)", added, re.M) == [
-        "test_should_stop_admitting_waiting_override"
-    ]
+    # Where the release has kv_holding_waiting, a second test pins the
+    # exemption (a KV-holding request is admitted while the gate is closed).
+    kv_scope = "request_queue is self.waiting" in text
+    assert (
+        re.findall(r"^def (test_\w+)", added, re.M)
+        == ["test_should_stop_admitting_waiting_override"]
+        + ["test_should_stop_admitting_waiting_admits_kv_holding_requests"] * kv_scope
+    )
     assert '@pytest.mark.parametrize("async_scheduling", [False, True])' in added
     assert "scheduler_cls=gated" in added or (
         "monkeypatch.setitem(create_scheduler.__globals__, name, gated)" in added
@@ -128,6 +134,24 @@ def test_series_adds_one_behaviour_test_in_upstream_style(lane):
     assert "num_waiting_for_streaming_input" not in added
     assert "diff --git a/tests/v1/core/utils.py " not in text
     assert "Signed-off-by" not in text
+
+
+@pytest.mark.parametrize("lane", ALL_LANES)
+def test_commit_message_names_the_release_cap(lane):
+    """The commit message names the cap the release's own loop enforces
+    (``max_num_active_reqs`` from 0.32, ``max_num_running_reqs`` before) and
+    none other, and says nothing about this project's tooling. Negative
+    control: the other attribute is absent, so a message naming the wrong
+    cap fails."""
+    tag = series.lane_tag(lane)
+    (patch,) = series.series_patches(tag, lane=lane)
+    message = patch.read_text().split("\n---\n")[0]
+    cap = stop_condition((series.sdist(lane) / SCHEDULER_REL).read_text()).cap
+    wrong = {"max_num_active_reqs", "max_num_running_reqs"} - {cap}
+    assert cap in message
+    assert not any(name in message for name in wrong), message
+    for tooling in ("series.py", "CONTRIBUTING", "vllm-ascend-balance"):
+        assert tooling not in message.split("Subject:")[1], tooling
 
 
 @pytest.mark.parametrize("lane", ALL_LANES)

@@ -46,9 +46,21 @@ pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 LANE = current_lane()
 SEAM_TEST = "test_should_stop_admitting_waiting_override"
+KV_TEST = "test_should_stop_admitting_waiting_admits_kv_holding_requests"
 # The series adds one behaviour test, parametrized over sync and async
-# scheduling (pytest ids of ``async_scheduling`` False/True).
-SEAM_CASES = {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
+# scheduling (pytest ids of ``async_scheduling`` False/True), and, where the
+# release has ``kv_holding_waiting``, the exemption test.
+MAIN_CASES = {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
+_PATCH_TEXT = "".join(
+    patch.read_text() for patch in series.series_patches(pin_tag(LANE), lane=LANE)
+)
+KV_SCOPE = f"def {KV_TEST}(" in _PATCH_TEXT
+# The series comments the prefill_capacity_bound coupling where the release
+# records it; its test then opens the gate on a throttled step.
+COUPLED = "schedule(throttle_prefills=True)" in _PATCH_TEXT
+SEAM_CASES = MAIN_CASES | ({KV_TEST} if KV_SCOPE else set())
+HONOUR_NEW_ONLY = "stop_admitting_waiting and request_queue is self.waiting"
+COUPLING_MARK = "throttled step admits.\n"
 SNAPSHOT = "0" * 39 + "1"  # any 40-hex commit id; refs/main points at it
 
 # Real OPT configs (public facts of the checkpoints; no weights are needed:
@@ -376,7 +388,7 @@ def test_upstream_seam_tests_alone(upstream_tree):
         upstream_tree, ["test_scheduler.py"], "-k", "should_stop_admitting_waiting"
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert re.search(r"\b2 passed\b", summary), summary
+    assert re.search(rf"\b{len(SEAM_CASES)} passed\b", summary), summary
     assert {name.rsplit("::", 1)[-1] for name in outcomes} == SEAM_CASES
     assert set(outcomes.values()) == {"passed"}
 
@@ -411,21 +423,76 @@ def _variant_file(root: Path, name: str, source: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("variant", ["release original", "old shape"])
+def _all_queues_source(source: str) -> str:
+    """The patched file holding every waiting queue (the wrong scope)."""
+    assert source.count(HONOUR_NEW_ONLY) == 1, "the installed series changed"
+    return source.replace(HONOUR_NEW_ONLY, "stop_admitting_waiting")
+
+
+def _uncoupled_source(source: str) -> str:
+    """The patched file skipping the prefill_capacity_bound update on a held
+    step (the alternative the series decided against)."""
+    at = source.index(COUPLING_MARK)
+    head, tail = source[:at], source[at:]
+    assert tail.count("if not defer_prefills:") >= 1, "the installed series changed"
+    tail = tail.replace(
+        "if not defer_prefills:",
+        "if not defer_prefills and not stop_admitting_waiting:",
+        1,
+    )
+    return head + tail
+
+
+_NEGATIVE = [
+    "release original",
+    "old shape",
+    pytest.param(
+        "all queues",
+        marks=pytest.mark.skipif(
+            not KV_SCOPE, reason="this release has no kv_holding_waiting queue"
+        ),
+    ),
+    pytest.param(
+        "uncoupled",
+        marks=pytest.mark.skipif(
+            not COUPLED, reason="this release records no prefill_capacity_bound"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("variant", _NEGATIVE)
 def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
-    """Negative controls for the new upstream test: run against the
-    release's original ``scheduler.py`` (no seam: the gate is never asked,
-    so requests are admitted while it is closed) and against the old shape
-    (cap check inside the overridable method: the override returning False
-    admits past ``max_num_seqs``), both of its cases must fail."""
+    """Negative controls for the new upstream tests, each run against a
+    variant of ``scheduler.py``:
+
+    * the release's original (no seam: the gate is never asked, so requests
+      are admitted while it is closed): every case fails;
+    * the old shape (cap check inside the overridable method: the override
+      returning False admits past ``max_num_seqs``): every case fails;
+    * all queues (the hook also holds ``kv_holding_waiting``): the
+      exemption test fails, the main test passes;
+    * uncoupled (the held step is not recorded as ``prefill_capacity_bound``):
+      the throttled step after it defers, so the main test fails and the
+      exemption test passes.
+    """
     import vllm.v1.core.sched.scheduler as installed
 
     from tests.support.seam_shapes import old_shape_source
 
+    patched = Path(installed.__file__).read_text()
     if variant == "release original":
         source = (series.sdist(LANE) / "vllm/v1/core/sched/scheduler.py").read_text()
+        failing = SEAM_CASES
+    elif variant == "old shape":
+        source = old_shape_source(patched)
+        failing = SEAM_CASES
+    elif variant == "all queues":
+        source = _all_queues_source(patched)
+        failing = {KV_TEST}
     else:
-        source = old_shape_source(Path(installed.__file__).read_text())
+        source = _uncoupled_source(patched)
+        failing = MAIN_CASES
     path = _variant_file(upstream_tree, variant.replace(" ", "-"), source)
     result, summary, outcomes, _ = _run_upstream(
         upstream_tree,
@@ -435,7 +502,8 @@ def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
         variant=path,
     )
     ran = {name.rsplit("::", 1)[-1]: kind for name, kind in outcomes.items()}
-    assert ran == dict.fromkeys(SEAM_CASES, "failure"), (summary, result.stdout[-3000:])
+    expected = {case: "failure" if case in failing else "passed" for case in SEAM_CASES}
+    assert ran == expected, (summary, result.stdout[-3000:])
 
 
 def test_failures_the_series_causes_are_not_tolerated(upstream_tree):

@@ -61,8 +61,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import textwrap
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 # The apply/revert machinery is the package's (vllm-ascend-balance patch-vllm
@@ -323,52 +325,60 @@ MESSAGE = """\
 Scheduler.schedule() gives a subclass no way to keep new requests waiting
 for a step. vllm-ascend's balance scheduling (a data-parallel admission
 gate: once one DP rank's running set is full, no rank admits a new waiting
-request in that step) carries a ~520-line copy of schedule() to add that
-one condition, and re-syncs the copy by hand on every vLLM release.
+request in that step) carries a full copy of schedule() to add that one
+condition, and re-syncs the copy by hand on every vLLM release.
 
-This adds Scheduler._should_stop_admitting_waiting(), asked once per
-schedule() call, before the WAITING loop. Its answer is honoured in the
-loop right after the loop's own admission-cap check, which stays first,
-inline and unchanged: an override can end admission earlier, never admit
-past the cap, so len(running) <= max_num_running_reqs holds whatever it
-returns. The default returns False: every SchedulerOutput is unchanged.
-{scope}
-Test: one behaviour test in tests/v1/core/test_scheduler.py, for sync and
-async scheduling, with a gating subclass passed to create_scheduler(), that
-checks only SchedulerOutputs.
+This adds Scheduler._should_stop_admitting_waiting(), asked at most once
+per schedule() call, right before the waiting loop (not on steps that
+{skipped}). Its answer is honoured in the loop right after the loop's own
+admission-cap check, which stays first, inline and unchanged: an override
+can end admission earlier but never admit past {cap_text}.
+The default returns False: every SchedulerOutput is unchanged.
+{scope}{coupling}
+Tests in tests/v1/core/test_scheduler.py, with gating subclasses passed to
+create_scheduler(), asserting on SchedulerOutputs only: {tests}.
 """
 SCOPE_KV = """
-Scope: only new requests are held. Requests in kv_holding_waiting (KV
+Scope: only self.waiting is held. Requests in self.kv_holding_waiting (KV
 already loaded, e.g. by an async KV load) are still admitted, as under
 PauseState.PAUSED_NEW: holding them admits no new work but keeps their
-blocks allocated, which adds KV pressure on the frozen rank.
+blocks allocated, which adds KV pressure on the held rank.
 """
-DOC_KV = '''\
-    def {seam}(self) -> bool:
-        """Return True to admit no new waiting request for the rest of this
-        ``schedule()`` call (asked once per call; the admission cap is checked
-        first). Requests already holding KV blocks are still admitted.
-
-        Experimental and private: may change or be removed without notice.
-        """
-        return False
-
-'''
-DOC_PLAIN = '''\
-    def {seam}(self) -> bool:
-        """Return True to admit no waiting request for the rest of this
-        ``schedule()`` call (asked once per call; the admission cap is checked
-        first).
-
-        Experimental and private: may change or be removed without notice.
-        """
-        return False
-
-'''
+SCOPE_PLAIN = """
+Scope: self.waiting and self.skipped_waiting, the waiting queues this
+release has.
+"""
+COUPLING = """
+Coupling with the prefill throttle: a held step leaves requests waiting,
+so it is recorded as prefill_capacity_bound and the next throttled step
+({throttles}) admits: a held rank catches up. Kept on
+purpose; a comment says so where the flag is set.
+"""
+# The docstring an override author reads: which queues, when it is asked,
+# which cap wins, what an override must not do (paragraphs, wrapped to the
+# method's indentation by _docstring()).
+DOC_PARAGRAPHS = [
+    "Return True to admit no request from {queues} for the rest of this "
+    "``schedule()`` call.{exempt}",
+    "Asked at most once per call, right before the waiting loop; not asked on "
+    "steps that {skipped}. The admission cap ({cap_doc}) is checked first, so "
+    "an override can stop admission early but never admit past it. Must be "
+    "cheap and side-effect free (no collectives: ranks that skip the call "
+    "would fall out of step).",
+    "Experimental and private: may change or be removed without notice.",
+]
+EXEMPT_KV = (
+    " Requests in ``self.kv_holding_waiting`` (already holding KV blocks) are "
+    "still admitted."
+)
+COUPLING_COMMENT = (
+    "A step that {seam}() held counts as capacity-bound too (its requests are "
+    "left waiting): the next throttled step admits."
+)
 TEST_BODY = '''
 
 class _AdmissionGate:
-    """Admits no new waiting request while ``closed`` is set."""
+    """Admits no request from ``self.waiting`` while ``closed`` is set."""
 
     closed = False
 
@@ -386,9 +396,9 @@ class GatedAsyncScheduler(_AdmissionGate, AsyncScheduler):
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_should_stop_admitting_waiting_override({params}):
-    """A Scheduler subclass overriding _should_stop_admitting_waiting() keeps
-    new requests waiting while it returns True: running requests are still
-    scheduled. Returning False admits up to max_num_seqs, never past it."""
+    """While _should_stop_admitting_waiting() returns True, running requests
+    are scheduled and no waiting request is admitted; once it returns False,
+    admission resumes up to max_num_seqs, never past it.{doc_coupling}"""
     gated = GatedAsyncScheduler if async_scheduling else GatedScheduler
 {make}
     requests = create_requests(num_requests=5)
@@ -409,12 +419,45 @@ def test_should_stop_admitting_waiting_override({params}):
     assert set(output.num_scheduled_tokens) == running
     scheduler.update_from_output(output, make_output(scheduler))
 
-    # Open: admission resumes, up to max_num_seqs running requests.
-    scheduler.closed = False
-    output = scheduler.schedule()
+{open_comment}    scheduler.closed = False
+    output = scheduler.schedule({open_args})
     admitted = [req.req_id for req in output.scheduled_new_reqs]
     assert admitted == [requests[2].request_id]
     assert set(output.num_scheduled_tokens) == running | {{requests[2].request_id}}
+'''
+OPEN_PLAIN = "    # Open: admission resumes, up to max_num_seqs running requests.\n"
+OPEN_THROTTLED = (
+    "    # Open, on a throttled step: the held step was recorded as\n"
+    "    # prefill_capacity_bound, so the throttle does not defer; admission\n"
+    "    # resumes, up to max_num_seqs running requests.\n"
+)
+DOC_COUPLING = (
+    "\n    The held step counts as capacity-bound: the next throttled step admits."
+)
+TEST_KV_BODY = '''
+
+def test_should_stop_admitting_waiting_admits_kv_holding_requests({kv_params}):
+    """While _should_stop_admitting_waiting() returns True, a request whose KV
+    arrived by an async load (kv_holding_waiting) is still admitted, as under
+    PauseState.PAUSED_NEW; a new request is not."""
+    block_size = 16
+{kv_make}
+    loading, new = create_requests(
+        num_requests=2,
+        num_tokens=3 * block_size,
+        block_size=block_size,
+        req_ids=["loading", "new"],
+    )
+    scheduler.add_request(loading)
+    output = scheduler.schedule()
+    assert loading.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+    scheduler.update_from_output(output, _runner_output([], {{"loading"}}))
+
+    scheduler.closed = True
+    scheduler.add_request(new)
+    output = scheduler.schedule()
+    assert set(output.num_scheduled_tokens) == {{"loading"}}
+    assert new.status == RequestStatus.WAITING
 '''
 MAKE_WITH_CLS = """\
     scheduler = create_scheduler(
@@ -427,6 +470,18 @@ MAKE_SWAP = """\
     name = "AsyncScheduler" if async_scheduling else "Scheduler"
     monkeypatch.setitem(create_scheduler.__globals__, name, gated)
     scheduler = create_scheduler(max_num_seqs=3, async_scheduling=async_scheduling)"""
+KV_MAKE_WITH_CLS = """\
+    scheduler = create_scheduler(
+        use_kv_connector=mock_kv(matched_tokens=2 * block_size, is_async=True),
+        block_size=block_size,
+        scheduler_cls=GatedScheduler,
+    )"""
+KV_MAKE_SWAP = """\
+    monkeypatch.setitem(create_scheduler.__globals__, "Scheduler", GatedScheduler)
+    scheduler = create_scheduler(
+        use_kv_connector=mock_kv(matched_tokens=2 * block_size, is_async=True),
+        block_size=block_size,
+    )"""
 ASYNC_IMPORT = "from vllm.v1.core.sched.async_scheduler import AsyncScheduler\n"
 
 
@@ -472,10 +527,116 @@ def _comment_start(lines: list[str], lineno: int) -> int:
     return row
 
 
-def patched_scheduler(source: str) -> tuple[str, bool]:
-    """``scheduler.py`` with the hook: (patched text, scope limited to new
-    requests). Found by AST, so it fits any release whose WAITING loop stops
-    on ``if <count> >= (or ==) self.max_num_*: break``."""
+class Shape(NamedTuple):
+    """What the hook's text says about one release, read off its source."""
+
+    kv_queue: str | None  # the loop's variable for self.kv_holding_waiting
+    queues: list[str]  # the queues the hook holds (``self.<name>``)
+    skipped: list[str]  # when the waiting loop does not run
+    cap: str  # the attribute the inline cap check compares with
+    counts_streaming: bool  # the cap counts paused streaming sessions
+    coupled: bool  # schedule() records prefill_capacity_bound
+    throttle_arg: bool  # schedule() takes throttle_prefills
+    local_cadence: bool  # the release has the local prefill_schedule_interval
+
+    def skipped_text(self, rst: bool) -> str:
+        quote = "``" if rst else ""
+        words = []
+        for reason in self.skipped:
+            if reason == "preempt":
+                words.append("preempt")
+            elif reason == "PAUSED_ALL":
+                words.append(f"under {quote}PauseState.PAUSED_ALL{quote}")
+            else:
+                words.append("while the scheduler is paused")
+        return " or ".join(words)
+
+    def cap_text(self, rst: bool) -> str:
+        quote = "``" if rst else ""
+        if not self.counts_streaming:
+            return f"{quote}{self.cap}{quote}"
+        if rst:
+            return f"``{self.cap}``, counting paused streaming sessions"
+        return f"{self.cap} (running requests plus paused streaming sessions)"
+
+
+def _docstring(seam: str, paragraphs: list[str], indent: str) -> str:
+    """The hook's ``def`` with its docstring, wrapped to vLLM's 88 columns."""
+    width = 80
+    text = [f"{indent}def {seam}(self) -> bool:\n"]
+    body = indent + "    "
+    for number, paragraph in enumerate(paragraphs):
+        lead = '"""' if number == 0 else ""
+        wrapped = textwrap.fill(
+            lead + paragraph,
+            width=width,
+            initial_indent=body,
+            subsequent_indent=body,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        text.append(wrapped + "\n")
+        text.append("\n" if number < len(paragraphs) - 1 else "")
+    text.append(f'{body}"""\n{body}return False\n\n')
+    return "".join(text)
+
+
+def _comment(text: str, indent: str) -> str:
+    """``text`` as ``#`` lines at ``indent``, wrapped to 80 columns."""
+    return "".join(
+        f"{line}\n"
+        for line in textwrap.wrap(
+            text,
+            width=80,
+            initial_indent=indent + "# ",
+            subsequent_indent=indent + "# ",
+            break_on_hyphens=False,
+        )
+    )
+
+
+def _waiting_loop_guards(schedule: ast.FunctionDef, loop: ast.While) -> list[str]:
+    """Why the waiting loop may not run: the test of the ``if`` around it."""
+    guard = next(
+        (
+            node
+            for node in ast.walk(schedule)
+            if isinstance(node, ast.If)
+            and any(child is loop for stmt in node.body for child in ast.walk(stmt))
+            and "preempted_reqs" in ast.unparse(node.test)
+        ),
+        None,
+    )
+    if guard is None:
+        raise SeriesError(
+            f"no `if not preempted_reqs ...` around the waiting loop of "
+            f"Scheduler.schedule() in {SCHEDULER_REL}: re-sync by hand"
+        )
+    test = ast.unparse(guard.test)
+    reasons = ["preempt"]
+    if "PAUSED_ALL" in test:
+        reasons.append("PAUSED_ALL")
+    elif "UNPAUSED" in test:
+        reasons.append("paused")
+    return reasons
+
+
+def _capacity_bound_update(schedule: ast.FunctionDef) -> ast.If | None:
+    """The ``if ...: self.prefill_capacity_bound = ...`` of ``schedule()``."""
+    for node in ast.walk(schedule):
+        if isinstance(node, ast.If) and any(
+            isinstance(stmt, ast.Assign)
+            and ast.unparse(stmt.targets[0]) == "self.prefill_capacity_bound"
+            for stmt in node.body
+        ):
+            return node
+    return None
+
+
+def patched_scheduler(source: str) -> tuple[str, Shape]:
+    """``scheduler.py`` with the hook: (patched text, what the release's
+    loop looks like). Found by AST, so it fits any release whose WAITING
+    loop stops on ``if <count> >= (or ==) self.max_num_*: break``."""
     if SEAM in source:
         raise SeriesError(f"{SCHEDULER_REL} already has {SEAM}()")
     tree = ast.parse(source)
@@ -491,13 +652,14 @@ def patched_scheduler(source: str) -> tuple[str, bool]:
             f"no `if <count> >= self.max_num_*: break` in a loop of "
             f"Scheduler.schedule() in {SCHEDULER_REL}: re-sync by hand"
         )
+    before_cap = loop.body[: loop.body.index(cap)]
     # Where the release drains a queue of requests that already hold KV
     # blocks, the loop picks it as `<queue> = self.kv_holding_waiting`; the
     # hook then holds only the other queue (new requests).
     queue = next(
         (
             s.targets[0].id
-            for s in loop.body[: loop.body.index(cap)]
+            for s in before_cap
             if isinstance(s, ast.Assign)
             and len(s.targets) == 1
             and isinstance(s.targets[0], ast.Name)
@@ -505,7 +667,44 @@ def patched_scheduler(source: str) -> tuple[str, bool]:
         ),
         None,
     )
+    held = (
+        ["waiting"]
+        if queue
+        else sorted(
+            {
+                node.attr
+                for node in ast.walk(loop.test)
+                if isinstance(node, ast.Attribute) and node.attr.endswith("waiting")
+            },
+            key=lambda name: (name != "waiting", name),
+        )
+        or ["waiting"]
+    )
+    (cap_attr,) = {
+        node.attr
+        for node in ast.walk(cap.test)
+        if isinstance(node, ast.Attribute) and node.attr.startswith("max_num_")
+    }
+    update = _capacity_bound_update(schedule)
+    shape = Shape(
+        kv_queue=queue,
+        queues=held,
+        skipped=_waiting_loop_guards(schedule, loop),
+        cap=cap_attr,
+        counts_streaming="num_waiting_for_streaming_input"
+        in "".join(ast.unparse(s) for s in [*before_cap, cap]),
+        coupled=update is not None,
+        throttle_arg="throttle_prefills"
+        in {a.arg for a in schedule.args.args + schedule.args.kwonlyargs},
+        local_cadence="self.local_prefill_interval" in ast.unparse(schedule),
+    )
     lines = source.splitlines(keepends=True)
+    # Bottom up, so the line numbers above each insertion stay valid.
+    if update is not None:
+        lines.insert(
+            update.lineno - 1,
+            _comment(COUPLING_COMMENT.format(seam=SEAM), " " * update.col_offset),
+        )
     body = " " * cap.body[0].col_offset
     at = " " * cap.col_offset
     honour = f"{FLAG} and {queue} is self.waiting" if queue else FLAG
@@ -513,21 +712,66 @@ def patched_scheduler(source: str) -> tuple[str, bool]:
     lines.insert(cap.end_lineno, f"{at}if {honour}:\n{body}break\n")
     start = _comment_start(lines, loop.lineno)
     ind = " " * loop.col_offset
-    lines.insert(
-        start,
-        f"{ind}# Asked once per call; honoured after the admission-cap check.\n"
-        f"{ind}{FLAG} = self.{SEAM}()\n",
-    )
+    lines.insert(start, f"{ind}{FLAG} = self.{SEAM}()\n")
+    facts = {
+        "queues": " or ".join(f"``self.{name}``" for name in held),
+        "exempt": EXEMPT_KV if queue else "",
+        "skipped": shape.skipped_text(rst=True),
+        "cap_doc": shape.cap_text(rst=True),
+    }
     lines.insert(
         _comment_start(lines, schedule.lineno),
-        (DOC_KV if queue else DOC_PLAIN).format(seam=SEAM),
+        _docstring(
+            SEAM,
+            [paragraph.format(**facts) for paragraph in DOC_PARAGRAPHS],
+            " " * schedule.col_offset,
+        ),
     )
-    return "".join(lines), queue is not None
+    return "".join(lines), shape
 
 
-def patched_test(source: str, utils_source: str) -> str:
-    """``test_scheduler.py`` with the behaviour test appended (and the
-    ``AsyncScheduler`` import, where missing, among the ``vllm`` imports)."""
+def commit_message(shape: Shape) -> str:
+    """The patch's commit message, in the release's own terms."""
+    throttles = "schedule(throttle_prefills=True)"
+    if shape.local_cadence:
+        throttles += " or the local\nprefill_schedule_interval cadence"
+    tests = [
+        "the gate holds waiting requests and never admits past max_num_seqs "
+        "(sync and async scheduling)"
+    ]
+    if shape.coupled and shape.throttle_arg:
+        tests.append("the step after a held one is not throttled")
+    if shape.kv_queue:
+        tests.append("a KV-holding request is admitted while the gate is closed")
+    listed = "; ".join(tests)
+    body = MESSAGE.format(
+        skipped=shape.skipped_text(rst=False),
+        cap_text=shape.cap_text(rst=False),
+        scope=SCOPE_KV if shape.kv_queue else SCOPE_PLAIN,
+        coupling=COUPLING.format(throttles=throttles) if shape.coupled else "",
+        tests=listed,
+    )
+    return SUBJECT + "\n\n" + textwrap_paragraphs(body)
+
+
+def textwrap_paragraphs(text: str, width: int = 72) -> str:
+    """Re-wrap each paragraph (blank-line separated) to ``width`` columns."""
+    paragraphs = text.strip("\n").split("\n\n")
+    return (
+        "\n\n".join(
+            textwrap.fill(" ".join(p.split()), width=width, break_on_hyphens=False)
+            for p in paragraphs
+        )
+        + "\n"
+    )
+
+
+def patched_test(source: str, utils_source: str, shape: Shape | None = None) -> str:
+    """``test_scheduler.py`` with the behaviour tests appended (and the
+    ``AsyncScheduler`` import, where missing, among the ``vllm`` imports).
+    ``shape`` (the release's, from :func:`patched_scheduler`) adds the
+    coupling pin where ``schedule()`` records ``prefill_capacity_bound`` and
+    the exemption test where the release has ``kv_holding_waiting``."""
     tree = ast.parse(source)
     names = {
         alias.asname or alias.name
@@ -535,13 +779,18 @@ def patched_test(source: str, utils_source: str) -> str:
         if isinstance(node, (ast.Import, ast.ImportFrom))
         for alias in node.names
     }
-    for needed in ("pytest", "Scheduler", "create_requests", "create_scheduler"):
-        if needed not in names:
-            raise SeriesError(f"{TEST_REL} does not import {needed}: re-sync by hand")
-    if not any(
-        isinstance(n, ast.FunctionDef) and n.name == "make_output" for n in tree.body
+    needed = ["pytest", "Scheduler", "create_requests", "create_scheduler"]
+    if shape is not None and shape.kv_queue:
+        needed += ["RequestStatus", "mock_kv"]
+    for name in needed:
+        if name not in names:
+            raise SeriesError(f"{TEST_REL} does not import {name}: re-sync by hand")
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for helper_name in ["make_output"] + (
+        ["_runner_output"] if shape is not None and shape.kv_queue else []
     ):
-        raise SeriesError(f"{TEST_REL} has no make_output(): re-sync by hand")
+        if helper_name not in functions:
+            raise SeriesError(f"{TEST_REL} has no {helper_name}(): re-sync by hand")
     lines = source.splitlines(keepends=True)
     if "AsyncScheduler" not in names:
         module = "vllm.v1.core.sched.async_scheduler"
@@ -563,14 +812,28 @@ def patched_test(source: str, utils_source: str) -> str:
         raise SeriesError(
             "create_scheduler() takes no async_scheduling: re-sync by hand"
         )
-    make = MAKE_WITH_CLS if "scheduler_cls" in params else MAKE_SWAP
+    with_cls = "scheduler_cls" in params
     text = "".join(lines)
     if not text.endswith("\n"):
         text += "\n"
-    params = "async_scheduling: bool"
-    if make is MAKE_SWAP:
-        params = f"\n    {params}, monkeypatch: pytest.MonkeyPatch\n"
-    return text + TEST_BODY.format(seam=SEAM, make=make, params=params)
+    test_params = "async_scheduling: bool"
+    if not with_cls:
+        test_params = f"\n    {test_params}, monkeypatch: pytest.MonkeyPatch\n"
+    throttled = shape is not None and shape.coupled and shape.throttle_arg
+    text += TEST_BODY.format(
+        seam=SEAM,
+        make=MAKE_WITH_CLS if with_cls else MAKE_SWAP,
+        params=test_params,
+        doc_coupling=DOC_COUPLING if throttled else "",
+        open_comment=OPEN_THROTTLED if throttled else OPEN_PLAIN,
+        open_args="throttle_prefills=True" if throttled else "",
+    )
+    if shape is not None and shape.kv_queue:
+        text += TEST_KV_BODY.format(
+            kv_params="" if with_cls else "monkeypatch: pytest.MonkeyPatch",
+            kv_make=KV_MAKE_WITH_CLS if with_cls else KV_MAKE_SWAP,
+        )
+    return text
 
 
 def _module_function(tree: ast.Module, name: str) -> ast.FunctionDef:
@@ -595,8 +858,10 @@ def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
     ]
     if missing:
         raise SeriesError(f"{tree} is not a vLLM source tree (missing {missing[0]})")
-    scheduler, scope_new = patched_scheduler((tree / SCHEDULER_REL).read_text())
-    test = patched_test((tree / TEST_REL).read_text(), (tree / UTILS_REL).read_text())
+    scheduler, shape = patched_scheduler((tree / SCHEDULER_REL).read_text())
+    test = patched_test(
+        (tree / TEST_REL).read_text(), (tree / UTILS_REL).read_text(), shape
+    )
     out = Path(out) if out else PATCH_DIR / tag
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     name, email = AUTHOR[: AUTHOR.index(" <")], AUTHOR[AUTHOR.index("<") + 1 : -1]
@@ -634,7 +899,7 @@ def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
         git("commit", "-q", "-m", f"vLLM {tag}")
         (repo / SCHEDULER_REL).write_text(scheduler)
         (repo / TEST_REL).write_text(test)
-        message = SUBJECT + "\n\n" + MESSAGE.format(scope=SCOPE_KV if scope_new else "")
+        message = commit_message(shape)
         (Path(scratch) / "message").write_text(message)
         git("commit", "-q", "-a", "-F", str(Path(scratch) / "message"))
         patch = git("format-patch", "-1", "--stdout", "--zero-commit", "--no-signature")
