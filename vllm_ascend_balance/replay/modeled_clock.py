@@ -64,10 +64,12 @@ class ClockBoard:
         self._map = mmap.mmap(self._file.fileno(), _LAYOUT.size)
 
     def _read(self) -> tuple[int, float, float, float]:
-        while True:
+        # Bounded: a writer killed mid-update must not hang its readers.
+        for _ in range(10_000):
             seq, origin, end, deadline = _LAYOUT.unpack_from(self._map, 0)
             if seq % 2 == 0 and _LAYOUT.unpack_from(self._map, 0)[0] == seq:
-                return seq, origin, end, deadline
+                break
+        return seq, origin, end, deadline
 
     def _write(self, origin: float, end: float, deadline: float) -> None:
         seq = _LAYOUT.unpack_from(self._map, 0)[0]
