@@ -288,7 +288,12 @@ def test_doctor_says_what_it_neutralised(capsys: pytest.CaptureFixture[str]) -> 
     from vllm_ascend_balance import doctor
 
     args = doctor.parse_args(
-        ["--additional-config", '{"enable_balance_scheduling": true}']
+        [
+            "--data-parallel-size",  # vLLM's default is 1 (no effect)
+            "2",
+            "--additional-config",
+            '{"enable_balance_scheduling": true}',
+        ]
     )
     assert doctor.run(args) == 0
     out = capsys.readouterr().out
