@@ -239,7 +239,14 @@ def test_torch_line_has_the_requirement_and_no_warning_here(reports) -> None:
     torch_line = report.field("torch")
     assert torch_line.startswith(importlib.metadata.version("torch") + " ("), torch_line
     assert "vLLM requires torch" in torch_line
-    assert not any(line.startswith("warning:") for line in report.stdout.splitlines())
+    # The fork lane's warning that vLLM's serve parser cannot be built (no
+    # platform) is not about torch.
+    warnings = [
+        line
+        for line in report.stdout.splitlines()
+        if line.startswith("warning:") and "argument parser" not in line
+    ]
+    assert not warnings, warnings
 
 
 def test_series_state_dir_name_matches_series_py() -> None:

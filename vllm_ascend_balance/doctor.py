@@ -34,6 +34,7 @@ DESCRIPTION = textwrap.fill(
     "--help` lists them); they are parsed by vLLM's own parser with vLLM's "
     "defaults (e.g. --data-parallel-size 1). The model is not loaded.",
     width=78,
+    break_on_hyphens=False,
 )
 EPILOG = textwrap.dedent(
     """    checks, one line each on stdout (vLLM's log lines go to stderr):

@@ -311,7 +311,7 @@ def _add_fields(parser: argparse.ArgumentParser, cls: type, groups: dict) -> Non
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every option of :class:`ReplayOptions` to ``parser``."""
-    parser.description = textwrap.fill(DESCRIPTION, width=78)
+    parser.description = textwrap.fill(DESCRIPTION, width=78, break_on_hyphens=False)
     parser.epilog = EPILOG
     parser.formatter_class = _HelpFormatter
     _add_fields(parser, ReplayOptions, {})
