@@ -48,8 +48,9 @@ EPILOG = textwrap.dedent(
                            --additional-config (nested scheduler_config key,
                            then the legacy top-level key), then the
                            environment variable VLLM_ASCEND_BALANCE_SCHEDULING
-      gate that will run   this package's, none, or what it neutralised of
-                           vllm-ascend's own balance patch
+      gate that will run   this package's, or none (and why)
+      vllm-ascend          where installed: handed balance off through its
+                           own switches, so its copied gate stays inactive
       scheduler class, gate reaches seam, freeze bound
       would activate       True when `vllm serve` with these arguments runs
                            balance scheduling (needs DP size > 1, a MoE model,
