@@ -24,6 +24,8 @@ import textwrap
 from types import SimpleNamespace
 from typing import Any
 
+from vllm_ascend_balance.config import ENABLE_EXAMPLE
+
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_TARGET = "vllm_ascend_balance.activation:register"
 
@@ -183,9 +185,14 @@ def _json_object(text: Any, flag: str) -> dict:
         try:
             text = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{flag} is not valid JSON ({exc})") from None
+            raise ValueError(
+                f"{flag} is not valid JSON ({exc}): quote keys and strings with "
+                f"double quotes, write true/false in lower case, and wrap the "
+                f"whole object in single quotes for the shell, e.g. "
+                f"{ENABLE_EXAMPLE}"
+            ) from None
     if not isinstance(text, dict):
-        raise ValueError(f"{flag} must be a JSON object")
+        raise ValueError(f"{flag} must be a JSON object, e.g. {ENABLE_EXAMPLE}")
     return text
 
 
