@@ -162,7 +162,7 @@ def test_settings_round_trip_through_additional_config():
     assert (
         ReplaySettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
     )
-    with pytest.raises(ValueError, match="balance_replay"):
+    with pytest.raises(ValueError, match="vllm_ascend_balance_replay"):
         ReplaySettings.from_vllm_config(make_vllm_config())
 
 

@@ -107,7 +107,7 @@ def serve_args(
     )
     additional = {
         "scheduler_config": scheduler_config,
-        "balance_replay": settings.to_dict(),
+        "vllm_ascend_balance_replay": settings.to_dict(),
     }
     args = [
         "--skip-tokenizer-init",

@@ -45,7 +45,7 @@ logger = init_logger(__name__)
 
 #: ``additional_config`` key (our own namespace) that carries
 #: :class:`ReplaySettings` from the replay front-end to the engine processes.
-REPLAY_CONFIG_KEY = "balance_replay"
+REPLAY_CONFIG_KEY = "vllm_ascend_balance_replay"
 
 
 _GROUP = "cost model (modeled milliseconds per forward pass)"

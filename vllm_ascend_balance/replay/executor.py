@@ -71,7 +71,7 @@ def _done(value: Any) -> Future:
 class CostModelExecutor(Executor):
     """Executor for ``vllm-ascend-balance replay`` (see the module docstring).
 
-    Settings come from ``additional_config["balance_replay"]``
+    Settings come from ``additional_config["vllm_ascend_balance_replay"]``
     (:class:`~vllm_ascend_balance.replay.costmodel.ReplaySettings`).
     """
 
