@@ -350,7 +350,9 @@ def test_vllm_ascend_exclusive_settings_refused_with_balance(
     judged by the reach rule: tests/test_vllm_ascend_main_schedulers.py.)"""
     merged: dict[str, Any] = {**FORMS[form]}
     for key, value in additional.items():
-        merged[key] = {**merged.get(key, {}), **value}
+        merged[key] = (
+            {**merged.get(key, {}), **value} if isinstance(value, dict) else value
+        )
     cfg = make_vllm_config(data_parallel_size=2, additional_config=merged)
     with pytest.raises(activation.BalanceConfigError) as info:
         activation.plan_activation(cfg)
