@@ -32,26 +32,17 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+from typing import Any
+
+import tree_tools
 
 ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent
-PATCHED_FILE = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
-MAX_LINES = 100
+HERE = tree_tools.HERE
 TEST_RUNS: list[list[str]] = [
     ["tests/ut/patch/platform/test_patch_balance_schedule.py"],
     ["tests/ut/test_platform.py", "-k", "balance"],
 ]
-# Fixed identity and dates: the same series gives the same commits.
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "vllm-ascend-balance downstream",
-    "GIT_AUTHOR_EMAIL": "downstream@localhost",
-    "GIT_COMMITTER_NAME": "vllm-ascend-balance downstream",
-    "GIT_COMMITTER_EMAIL": "downstream@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
-}
 
 
 def ascend_version() -> str:
@@ -74,15 +65,6 @@ def sdist_tree() -> Path:
     return Path(out.strip().splitlines()[-1])
 
 
-def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env={**os.environ, **GIT_ENV},
-        capture_output=True,
-        text=True,
-    )
-
-
 def make_repo(sdist: Path, repo: Path, version: str) -> None:
     shutil.copytree(sdist, repo, ignore=shutil.ignore_patterns(".complete"))
     for args in (
@@ -90,60 +72,32 @@ def make_repo(sdist: Path, repo: Path, version: str) -> None:
         ("add", "-Af"),
         ("commit", "-q", "-m", f"vllm-ascend {version} (release sdist)"),
     ):
-        result = git(repo, *args)
+        result = tree_tools.git(repo, *args)
         if result.returncode:
             raise SystemExit(f"git {args[0]} failed: {result.stderr}")
 
 
 def apply_series(repo: Path, series_dir: Path) -> list[str]:
-    names = [
-        line.strip()
-        for line in (series_dir / "series").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    result = git(repo, "am", "-q", "--keep-cr", *[str(series_dir / n) for n in names])
+    names = tree_tools.series_names(series_dir)
+    result = tree_tools.git(
+        repo, "am", "-q", "--keep-cr", *[str(series_dir / n) for n in names]
+    )
     if result.returncode:
-        git(repo, "am", "--abort")
+        tree_tools.git(repo, "am", "--abort")
         raise SystemExit(f"git am failed: {result.stdout}{result.stderr}")
     return names
-
-
-def check_file(repo: Path) -> dict[str, object]:
-    text = (repo / PATCHED_FILE).read_text()
-    lines = len(text.splitlines())
-    return {
-        "lines": lines,
-        "under_limit": lines < MAX_LINES,
-        "copies_schedule": "def schedule(" in text,
-    }
 
 
 def run_tests(repo: Path) -> list[dict[str, object]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(HERE)])}
     results = []
     for args in TEST_RUNS:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "ut_stubs",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            *args,
-        ]
-        proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
-        tail = proc.stdout.strip().splitlines()[-1:] or [""]
-        results.append(
-            {"args": args, "returncode": proc.returncode, "summary": tail[0]}
-        )
-        if proc.returncode:
-            sys.stdout.write(proc.stdout[-6000:] + proc.stderr[-3000:])
+        proc, tail = tree_tools.run_pytest(repo, args, env)
+        results.append({"args": args, "returncode": proc.returncode, "summary": tail})
     return results
 
 
-def guard_traces(repo: Path, sdist: Path) -> dict[str, object]:
+def guard_traces(repo: Path, sdist: Path) -> dict[str, Any]:
     """The prefill-node guard's trace (``guard_trace.py``) with the release's
     code and with the patched tree: equal, preemptions only unguarded."""
     traces = {}
@@ -180,16 +134,15 @@ def main() -> int:
     args = parser.parse_args()
     version = ascend_version()
     series_dir = HERE / "vllm-ascend" / f"v{version}"
-    scratch = Path(tempfile.mkdtemp(prefix="vab-downstream-"))
-    repo = scratch / f"vllm_ascend-{version}"
-    try:
+    with tree_tools.scratch_dir("vab-downstream-", keep=args.keep) as scratch:
+        repo = scratch / f"vllm_ascend-{version}"
         sdist = sdist_tree()
         make_repo(sdist, repo, version)
         patches = apply_series(repo, series_dir)
-        summary: dict[str, object] = {
+        summary: dict[str, Any] = {
             "tree": str(repo),
             "patches": patches,
-            "file": check_file(repo),
+            "file": tree_tools.check_file(repo),
         }
         if not args.no_tests:
             summary["tests"] = run_tests(repo)
@@ -201,16 +154,11 @@ def main() -> int:
             )
         else:
             guard_ok = True
-        file_ok = (
-            summary["file"]["under_limit"] and not summary["file"]["copies_schedule"]
-        )  # type: ignore[index]
-        tests_ok = all(t["returncode"] == 0 for t in summary.get("tests", []))  # type: ignore[union-attr]
-        summary["ok"] = bool(file_ok and tests_ok and guard_ok)
-        print(json.dumps(summary))
-        return 0 if summary["ok"] else 1
-    finally:
-        if not args.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
+        tests_ok = all(t["returncode"] == 0 for t in summary.get("tests", []))
+        summary["ok"] = bool(
+            tree_tools.file_ok(summary["file"]) and tests_ok and guard_ok
+        )
+        return tree_tools.report(summary)
 
 
 if __name__ == "__main__":

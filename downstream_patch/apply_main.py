@@ -30,22 +30,28 @@ passed (no failures or errors, at least one test passed) and the checks held.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tree_tools import (
+    HERE,
+    check_file,
+    file_ok,
+    git,
+    report,
+    run_pytest,
+    scratch_dir,
+    series_names,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent
 SERIES_DIR = HERE / "vllm-ascend" / "main"
 PIN_FILE = ROOT / ".github" / "vllm-ascend-main.commit"
-PATCHED_FILE = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
-MAX_LINES = 100
 SEAM = "_should_stop_admitting_waiting"
 STATE_DIR_NAME = ".vllm-ascend-balance-series"
 TEST_RUNS: list[list[str]] = [
@@ -57,27 +63,10 @@ TEST_RUNS: list[list[str]] = [
     ],
     ["tests/ut/test_platform.py", "-k", "balance"],
 ]
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "vllm-ascend-balance downstream",
-    "GIT_AUTHOR_EMAIL": "downstream@localhost",
-    "GIT_COMMITTER_NAME": "vllm-ascend-balance downstream",
-    "GIT_COMMITTER_EMAIL": "downstream@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
-}
 
 
 def fail(message: str) -> NoReturn:
     raise SystemExit(f"apply_main.py: {message}")
-
-
-def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env={**os.environ, **GIT_ENV},
-        capture_output=True,
-        text=True,
-    )
 
 
 def source() -> Path:
@@ -91,12 +80,7 @@ def source() -> Path:
 
 
 def series() -> list[Path]:
-    names = [
-        line.strip()
-        for line in (SERIES_DIR / "series").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    return [SERIES_DIR / name for name in names]
+    return [SERIES_DIR / name for name in series_names(SERIES_DIR)]
 
 
 def make_tree(src: Path, dest: Path, patches: list[Path]) -> None:
@@ -211,19 +195,7 @@ def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
     vllm_file, seam = probe(overlay)
     results = []
     for args in TEST_RUNS:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "ut_stubs",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            *args,
-        ]
-        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-        tail = (proc.stdout.strip().splitlines() or [""])[-1]
+        proc, tail = run_pytest(tree, args, env)
         counts = {kind.rstrip("s"): int(n) for n, kind in _COUNT.findall(tail)}
         results.append(
             {
@@ -235,19 +207,7 @@ def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
                 "seam": seam,
             }
         )
-        if proc.returncode:
-            sys.stdout.write(proc.stdout[-6000:] + proc.stderr[-3000:])
     return results
-
-
-def check_file(tree: Path) -> dict[str, Any]:
-    text = (tree / PATCHED_FILE).read_text()
-    lines = len(text.splitlines())
-    return {
-        "lines": lines,
-        "under_limit": lines < MAX_LINES,
-        "copies_schedule": "def schedule(" in text,
-    }
 
 
 def passed(runs: list[dict[str, Any]]) -> bool:
@@ -277,8 +237,7 @@ def main() -> int:
     if not installed_seam:
         refs = {"stock": None, "seam": other}
     patches = series()
-    scratch = Path(tempfile.mkdtemp(prefix="vab-downstream-main-"))
-    try:
+    with scratch_dir("vab-downstream-main-", keep=args.keep) as scratch:
         trees = {}
         plan = [("patch1", patches[:1]), ("patch2", patches[:2])]
         if args.baseline:
@@ -311,18 +270,11 @@ def main() -> int:
         }
         required = [k for k in runs if not k.startswith("main@")]
         summary["ok"] = bool(
-            refs_ok
-            and all(passed(runs[k]) for k in required)
-            and file["under_limit"]
-            and not file["copies_schedule"]
+            refs_ok and all(passed(runs[k]) for k in required) and file_ok(file)
         )
         if args.keep:
             summary["scratch"] = str(scratch)
-        print(json.dumps(summary))
-        return 0 if summary["ok"] else 1
-    finally:
-        if not args.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
+        return report(summary)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,10 @@ Runs on the ascend lane (vllm-ascend installed); skipped elsewhere.
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+from tests.support.downstream_apply import TIMEOUT, run_apply
 
 pytestmark = [
     pytest.mark.lane_scope("ascend"),
@@ -26,21 +24,12 @@ pytestmark = [
     pytest.mark.slow,  # copies and commits the sdist tree, three pytest/python runs
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 # Three interpreter runs over vllm-ascend's tree: about 4 min on a quiet
-# 2-core machine, past pytest's default 600 s hang guard under load.
-@pytest.mark.timeout(1800)
+# 2-core machine.
+@pytest.mark.timeout(TIMEOUT)
 def test_series_applies_and_vllm_ascend_unit_tests_pass() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "downstream_patch" / "apply.py")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = run_apply("apply.py")
     assert summary["ok"]
     assert summary["file"]["lines"] < 100, summary["file"]
     assert not summary["file"]["copies_schedule"], summary["file"]

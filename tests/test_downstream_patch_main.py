@@ -11,34 +11,21 @@ Runs on the release lane (the vLLM vllm-ascend main pins); skipped when
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from tests.support import vllm_ascend_src
+from tests.support.downstream_apply import TIMEOUT, run_apply
 
 pytestmark = [
     pytest.mark.lane_scope("release"),
     pytest.mark.slow,  # two clones, three or more pytest runs of vllm-ascend's tests
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(TIMEOUT)
 def test_series_applies_and_vllm_ascend_tests_pass_on_both_vllm_refs() -> None:
     vllm_ascend_src.require()
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "downstream_patch" / "apply_main.py")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = run_apply("apply_main.py")
     assert summary["ok"], summary
     assert set(summary["runs"]) == {"patch1@stock", "patch1@seam", "patch2@seam"}
     for key, runs in summary["runs"].items():

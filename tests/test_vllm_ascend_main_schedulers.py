@@ -33,13 +33,7 @@ pytestmark = [
     pytest.mark.slow,  # imports vllm-ascend's scheduler modules from source
 ]
 
-SRC = vllm_ascend_src.source()
-if SRC is None:
-    pytest.skip(vllm_ascend_src.SKIP_REASON, allow_module_level=True)
-try:
-    vllm_ascend_src.activate(SRC)
-except RuntimeError as exc:  # another vllm_ascend already imported
-    pytest.skip(str(exc), allow_module_level=True)
+SRC = vllm_ascend_src.activate_or_skip()
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -54,6 +48,7 @@ from vllm_ascend.core import recompute_scheduler as recompute  # noqa: E402
 from vllm_ascend.core import scheduler_profiling_chunk as profiling  # noqa: E402
 from vllm_ascend.core import short_request_first_scheduler as srf  # noqa: E402
 
+from tests.support.differential import FakeGroup  # noqa: E402
 from tests.support.vllm_objects import (  # noqa: E402
     make_request,
     make_scheduler,
@@ -66,14 +61,6 @@ from vllm_ascend_balance.activation import (  # noqa: E402
 from vllm_ascend_balance.scheduler import SEAM, admission_cap  # noqa: E402
 
 BLOCK_SIZE = 16
-
-
-class FakeGroup:
-    def __init__(self, size: int) -> None:
-        self._size = size
-
-    def size(self) -> int:
-        return self._size
 
 
 def gate(sched: Any, others: list[int]) -> None:

@@ -9,6 +9,7 @@ stand-ins (:mod:`tests.support.npu_stubs`: ``torch_npu``, ``acl``,
 does with its ``.pth``. Nothing is installed into the venv.
 
     src = vllm_ascend_src.require()          # pytest.skip when unset
+    src = vllm_ascend_src.activate_or_skip()  # a test module's top: both
     vllm_ascend = vllm_ascend_src.activate(src)   # in this process
     env = vllm_ascend_src.subprocess_env(src)     # for child processes
     vllm_ascend_src.describe(src)  # {"path", "commit", "describe", "vllm_pin"}
@@ -185,3 +186,18 @@ def activate(
     import vllm_ascend
 
     return vllm_ascend
+
+
+def activate_or_skip() -> Path:
+    """:func:`source` then :func:`activate` at a test module's top: the
+    module is skipped (``pytest.skip``, module level) when
+    ``$VAB_VLLM_ASCEND_SRC`` is unset or another ``vllm_ascend`` is already
+    imported; returns the checkout."""
+    src = source()
+    if src is None:
+        pytest.skip(SKIP_REASON, allow_module_level=True)
+    try:
+        activate(src)
+    except RuntimeError as exc:  # another vllm_ascend already imported
+        pytest.skip(str(exc), allow_module_level=True)
+    return src

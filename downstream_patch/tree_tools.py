@@ -1,0 +1,116 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What ``apply.py`` (the release series on the sdist) and ``apply_main.py``
+(the main series on a checkout) share: git with a fixed identity, the series
+file, vllm-ascend's unit tests run against a patched tree, and the checks on
+the patched ``patch_balance_schedule.py``.
+
+Imported as a sibling module (both scripts run with this directory first on
+``sys.path``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PATCHED_FILE = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
+MAX_LINES = 100
+# Fixed identity and dates: the same series gives the same commits.
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "vllm-ascend-balance downstream",
+    "GIT_AUTHOR_EMAIL": "downstream@localhost",
+    "GIT_COMMITTER_NAME": "vllm-ascend-balance downstream",
+    "GIT_COMMITTER_EMAIL": "downstream@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+
+
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git -C repo *args`` with :data:`GIT_ENV`; output captured, never
+    raises on a non-zero exit."""
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+    )
+
+
+def series_names(series_dir: Path) -> list[str]:
+    """The patch file names listed in ``series_dir/series``, in order
+    (blank lines and ``#`` comments skipped, as ``quilt`` reads it)."""
+    return [
+        line.strip()
+        for line in (series_dir / "series").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+
+def run_pytest(
+    tree: Path, args: list[str], env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """vllm-ascend's pytest ``args`` run by this Python in ``tree`` with
+    ``-p ut_stubs`` (``env`` must put this directory on ``PYTHONPATH``):
+    (the process, its last stdout line: pytest's summary). A failing run's
+    output tail goes to stdout."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "ut_stubs",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    ]
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    tail = (proc.stdout.strip().splitlines() or [""])[-1]
+    if proc.returncode:
+        sys.stdout.write(proc.stdout[-6000:] + proc.stderr[-3000:])
+    return proc, tail
+
+
+def check_file(tree: Path) -> dict[str, Any]:
+    """The patched ``patch_balance_schedule.py``: ``lines``, ``under_limit``
+    (fewer than :data:`MAX_LINES`), ``copies_schedule`` (still defines
+    ``schedule``)."""
+    text = (tree / PATCHED_FILE).read_text()
+    lines = len(text.splitlines())
+    return {
+        "lines": lines,
+        "under_limit": lines < MAX_LINES,
+        "copies_schedule": "def schedule(" in text,
+    }
+
+
+def file_ok(check: dict[str, Any]) -> bool:
+    """A :func:`check_file` result within the limits: short, no copy."""
+    return bool(check["under_limit"] and not check["copies_schedule"])
+
+
+@contextmanager
+def scratch_dir(prefix: str, *, keep: bool) -> Iterator[Path]:
+    """A fresh temporary directory, removed afterwards unless ``keep``."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def report(summary: dict[str, Any]) -> int:
+    """Print ``summary`` as the last stdout line (JSON); the exit status."""
+    print(json.dumps(summary))
+    return 0 if summary["ok"] else 1
