@@ -33,13 +33,21 @@ def _process_state_restored():
     balance config, as a front-end wants. A test that does either in-process
     must not leave it so for the tests after it."""
     import vllm.v1.core.sched.scheduler as sched_mod
+    import vllm.v1.engine.core as engine_core_mod
 
     from vllm_ascend_balance.config import ENV_SETTING
 
     scheduler = sched_mod.Scheduler
+    # vllm-ascend's patch also wraps run_engine_core and may swap the
+    # module-level DPEngineCoreProc at import: put both back too, so a test
+    # that imports it leaves the next one the process as it started.
+    run_engine_core = engine_core_mod.EngineCoreProc.__dict__["run_engine_core"]
+    dp_engine = engine_core_mod.DPEngineCoreProc
     env = os.environ.get(ENV_SETTING)
     yield
     sched_mod.Scheduler = scheduler
+    engine_core_mod.EngineCoreProc.run_engine_core = run_engine_core
+    engine_core_mod.DPEngineCoreProc = dp_engine
     if env is None:
         os.environ.pop(ENV_SETTING, None)
     else:
