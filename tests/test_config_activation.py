@@ -811,7 +811,8 @@ def test_tripwire_negative_control_fails(caplog: pytest.LogCaptureFixture) -> No
 def _doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     from vllm_ascend_balance import doctor
 
-    code = doctor.run(doctor.parse_args(list(argv)))
+    # vLLM's default DP size is 1, where balance has no effect.
+    code = doctor.run(doctor.parse_args(["--data-parallel-size", "2", *argv]))
     return code, capsys.readouterr().out
 
 
