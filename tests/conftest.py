@@ -48,6 +48,14 @@ def _process_state_restored():
     sched_mod.Scheduler = scheduler
     engine_core_mod.EngineCoreProc.run_engine_core = run_engine_core
     engine_core_mod.DPEngineCoreProc = dp_engine
+    # vllm-ascend's AscendConfig is a process-wide singleton that its balance
+    # decision reads (0.23.0.post1: whichever config initialised it last):
+    # a test's config must not decide the next test's.
+    import sys
+
+    ascend_config = sys.modules.get("vllm_ascend.ascend_config")
+    if ascend_config is not None:
+        ascend_config.clear_ascend_config()
     if env is None:
         os.environ.pop(ENV_SETTING, None)
     else:
