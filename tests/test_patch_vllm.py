@@ -216,13 +216,14 @@ def test_no_series_for_the_version_names_the_nearest_and_the_runbook(
 
 
 def test_nearest_series_rule() -> None:
-    tags = ["v0.23.0", "v0.27.1", "v0.32.0", "v0.33.0"]
-    assert series.nearest_series("0.27.1", tags) == "v0.27.1"
-    assert series.nearest_series("0.30.0+empty", tags) == "v0.27.1"
-    assert series.nearest_series("0.40.0", tags) == "v0.33.0"
-    assert series.nearest_series("0.11.0", tags) == "v0.23.0"
-    assert series.nearest_series("0.28.0rc1.dev3+g12ab", tags) == "v0.27.1"
-    assert series.release_of("0.33.0+empty") == "v0.33.0"
+    # Synthetic tags: the rule is version arithmetic, not this project's pins.
+    tags = ["v1.3.0", "v1.7.1", "v1.12.0", "v1.13.0"]
+    assert series.nearest_series("1.7.1", tags) == "v1.7.1"
+    assert series.nearest_series("1.10.0+empty", tags) == "v1.7.1"
+    assert series.nearest_series("1.20.0", tags) == "v1.13.0"
+    assert series.nearest_series("1.1.0", tags) == "v1.3.0"
+    assert series.nearest_series("1.8.0rc1.dev3+g12ab", tags) == "v1.7.1"
+    assert series.release_of("1.13.0+empty") == "v1.13.0"
     assert series.release_of("main") is None
 
 
