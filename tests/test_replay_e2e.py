@@ -18,8 +18,10 @@ import pytest
 
 from tests.support.replay_variants import run_replay, write_jsonl
 
+# The replay's real deployment on the main lane's vLLM is exercised by
+# tests/test_replay_sim_validate.py there; this file is the release lane's.
 pytestmark = [
-    pytest.mark.lane_scope("release", "main"),
+    pytest.mark.lane_scope("release"),
     pytest.mark.e2e,
     pytest.mark.multiproc,
     pytest.mark.slow,
