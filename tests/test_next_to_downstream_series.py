@@ -115,7 +115,7 @@ def _probe(tree: Path, env: dict[str, str]) -> dict[str, str]:
     _lane() not in ("ascend", "ascend-main"),
     reason="needs vllm-ascend's Python code (the ascend and ascend-main lanes)",
 )
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(900)
 def test_the_gate_does_not_shadow_the_patched_vllm_ascend(tmp_path: Path) -> None:
     """On the composed class, vllm-ascend's ``balance_gather(dp_group)``
     (which the series' engine hook calls) is vllm-ascend's own method, not

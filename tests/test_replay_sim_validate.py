@@ -41,13 +41,16 @@ pytestmark = pytest.mark.lane_scope("release")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.lane_scope("release", "main")
+# Release lane only: it checks the cost model and the lock step against the
+# release the README's real-engine numbers come from; the other lanes check
+# the schedulers the simulation composes (tests/test_replay_sim.py).
+@pytest.mark.lane_scope("release")
 @pytest.mark.e2e
 @pytest.mark.multiproc
 @pytest.mark.slow
-# Hang guard: 3 real runs took 454 s in all at load average 12-15, and one
-# took 375 s with a CPU burner on both cores (docs/validation.md).
-@pytest.mark.timeout(1800)
+# Hang guard, twice the slowest seen: 3 real runs took 454 s in all at load
+# average 12-15 (docs/validation.md); a hang must not eat CI's budget.
+@pytest.mark.timeout(900)
 def test_sim_agrees_with_real_deployment(tmp_path: Path) -> None:
     case = Case("azure", 2, AZURE_SLICE, duration=60.0)
     checks = run_case(case, REPO_ROOT, tmp_path, modes="on", real_repeats=3)
