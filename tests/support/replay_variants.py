@@ -26,8 +26,8 @@ from typing import Any
 
 from vllm.logger import init_logger
 
-from vllm_ascend_balance.replay.executor import CostModelExecutor
-from vllm_ascend_balance.replay.recorder import RankFile, rank_file, read_rank_file
+from vllm_ascend_balance.replay.real.executor import CostModelExecutor
+from vllm_ascend_balance.replay.real.recorder import RankFile, rank_file, read_rank_file
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
 
 logger = init_logger(__name__)
