@@ -81,7 +81,7 @@ from vllm.v1.engine.core import DPEngineCoreProc  # noqa: E402
 
 from benchmarks import gather_rounds  # noqa: E402
 from vllm_ascend_balance.collectives import reduce_extremes  # noqa: E402
-from vllm_ascend_balance.replay.costmodel import CostModel  # noqa: E402
+from vllm_ascend_balance.replay.model.cost import CostModel  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 CAP = 16  # max_num_seqs; the payload is a rank's running count (< CAP)

@@ -59,7 +59,7 @@ def run_one(dp: int, balance: bool, limit: int | None) -> dict[str, Any]:
     from vllm_ascend_balance.replay.metrics import run_metrics
     from vllm_ascend_balance.replay.modes import Mode
     from vllm_ascend_balance.replay.records import RunRecords
-    from vllm_ascend_balance.replay.sim import SimOptions, simulate
+    from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
     from vllm_ascend_balance.replay.workload import load_workload
 
     rate_scale = dp * LOAD_PER_RANK

@@ -216,7 +216,7 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 
 #: (label, the replay's metric label, relative?, tolerance): the tolerances
-#: of ``validate-sim`` (:mod:`vllm_ascend_balance.replay.validate`).
+#: of ``validate-sim`` (:mod:`vllm_ascend_balance.replay.validation.cli`).
 AGREEMENT = (
     ("steps frozen", "steps frozen", False, 0.03),
     ("mixed P+D steps", "steps slowest rank mixed P+D", False, 0.02),

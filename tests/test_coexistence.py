@@ -387,7 +387,7 @@ def test_doctor_says_which_gate_and_why(
 
 def _form_config(form: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The simulated engine's config builder, enabling balance by ``form``."""
-    from vllm_ascend_balance.replay import sim_build
+    from vllm_ascend_balance.replay.sim import build as sim_build
 
     build = sim_build._vllm_config
 
@@ -417,8 +417,8 @@ def test_vllm_ascend_simulated_fleet_one_gate(
     vllm-ascend's own gate reads the same switch and its copied
     ``schedule()`` never asks the seam, so a frozen step admits (for the
     forms that vllm-ascend reads)."""
-    from vllm_ascend_balance.replay import sim_build
-    from vllm_ascend_balance.replay.sim import SimOptions, simulate
+    from vllm_ascend_balance.replay.sim import build as sim_build
+    from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
     from vllm_ascend_balance.replay.workload import builtin_requests
 
     _ascend_front_end("ascend-first", "off", monkeypatch)
@@ -463,7 +463,7 @@ def test_vllm_ascend_short_request_first_composes_with_the_gate(
     short_request_first_config``) with balance on through this package too;
     the gate composes with it: a frozen step admits nothing, an open step
     admits in the queue's order (short prompts first)."""
-    from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
+    from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
     from vllm_ascend_balance.scheduler import admission_cap
 
     srf = {

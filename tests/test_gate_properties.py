@@ -18,7 +18,7 @@ checked against an independent oracle, :func:`expected_frozen`. The real
 transport, on real gloo groups across processes, is covered by
 ``test_gather_cadence.py``.
 
-Properties (the behaviour-preservation contract, CONTRIBUTING.md):
+Properties (the behaviour-preservation contract, docs/design.md):
 
 a. frozen iff ``max(gathered) == cap`` (a leader at ``cap - 1`` never
    freezes; a new gather recomputes the decision);

@@ -21,17 +21,17 @@ import pytest
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance.replay.costmodel import (
+from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr, work_dir
+from vllm_ascend_balance.replay.model.cost import (
     REPLAY_CONFIG_KEY,
     CostModel,
     ReplaySettings,
 )
-from vllm_ascend_balance.replay.deployment import one_line
-from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr, work_dir
-from vllm_ascend_balance.replay.executor import SAMPLED_TOKEN_ID, CostModelExecutor
-from vllm_ascend_balance.replay.interrupts import Interrupts
 from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.recorder import rank_file, read_rank_file
+from vllm_ascend_balance.replay.real.deployment import one_line
+from vllm_ascend_balance.replay.real.executor import SAMPLED_TOKEN_ID, CostModelExecutor
+from vllm_ascend_balance.replay.real.interrupts import Interrupts
+from vllm_ascend_balance.replay.real.recorder import rank_file, read_rank_file
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.report import status_lines
 
@@ -101,7 +101,7 @@ def test_samples_nothing_while_prefill_is_in_progress(setup):
     assert by_id["short"].output_tokens == 2
     (start,) = records.starts
     assert start.scheduler == "RecordingScheduler"
-    assert start.scheduler_module == "vllm_ascend_balance.replay.recorder"
+    assert start.scheduler_module == "vllm_ascend_balance.replay.real.recorder"
 
 
 def test_empty_schedule_is_not_a_forward_pass(setup):

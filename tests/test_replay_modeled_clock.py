@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The real deployment's arrivals are fed on the engines' modeled clock
-(``vllm_ascend_balance/replay/modeled_clock.py``), so which step first sees
+(``vllm_ascend_balance/replay/real/modeled_clock.py``), so which step first sees
 a request does not depend on how fast the host ran the steps.
 
 The engine loop is modeled here in wall time (no processes): each step
@@ -14,7 +14,7 @@ is seen by that step.
 - Property: for any overheads (from none to three times the step's budget,
   i.e. a host far too slow for the pacing), every request is first seen by
   the first step that starts, in modeled time, at or after its arrival:
-  the simulated engine's rule (``replay/sim.py``), whatever the load.
+  the simulated engine's rule (``replay/sim/fleet.py``), whatever the load.
 - Negative control: sending on the wall clock (``arrival_s * time_scale``
   after the start, what the replay did before) gives a different mapping
   once the steps overrun.
@@ -31,8 +31,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from vllm_ascend_balance.replay.lockstep import IDLE_GAP_S
-from vllm_ascend_balance.replay.modeled_clock import (
+from vllm_ascend_balance.replay.real.lockstep import IDLE_GAP_S
+from vllm_ascend_balance.replay.real.modeled_clock import (
     ClockBoard,
     ClockKeeper,
     Snapshot,
@@ -71,7 +71,7 @@ def _engine(step_ms: list[float], overheads: list[float]) -> list[tuple]:
     for k, (ms, over) in enumerate(zip(step_ms, overheads, strict=True)):
         t0 = (ORIGIN if prev_end is None else prev_end) + over
         budget = ms / 1000.0 * SCALE
-        # LockStep.pace's rule (vllm_ascend_balance/replay/lockstep.py)
+        # LockStep.pace's rule (vllm_ascend_balance/replay/real/lockstep.py)
         back_to_back = prev_end is not None and t0 - prev_end <= budget + IDLE_GAP_S
         deadline = prev_end + budget if back_to_back else t0 + budget
         end = keeper.step(t0, ms, deadline, back_to_back, k == 0, ORIGIN)

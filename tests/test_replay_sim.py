@@ -4,7 +4,7 @@ gate decision, vLLM's real DP load-balancer rule, determinism.
 
 Everything here runs vLLM's own ``Scheduler`` objects (the class activation
 composes) in one process. Only the DP group's transport is stood in for
-(:mod:`vllm_ascend_balance.replay.simgroup`: N peers of a gloo/HCCL group
+(:mod:`vllm_ascend_balance.replay.sim.dp_group`: N peers of a gloo/HCCL group
 cannot exist in one process); ``torch.distributed.all_gather`` itself and the
 mixin's decision code run unchanged.
 
@@ -26,13 +26,13 @@ import torch
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vllm_ascend_balance.activation import compose_scheduler
-from vllm_ascend_balance.replay import simgroup
 from vllm_ascend_balance.replay.engine import load_engine
 from vllm_ascend_balance.replay.metrics import run_metrics
 from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions
-from vllm_ascend_balance.replay.routing import Router
-from vllm_ascend_balance.replay.sim import SimOptions, SimResult, simulate
+from vllm_ascend_balance.replay.sim import dp_group
+from vllm_ascend_balance.replay.sim.fleet import SimOptions, SimResult, simulate
+from vllm_ascend_balance.replay.sim.routing import Router
 from vllm_ascend_balance.replay.workload import builtin_requests, load_workload
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
@@ -94,7 +94,7 @@ def test_gate_trace_follows_the_contract(on_run: SimResult) -> None:
     assert len(done) == len(REQUESTS)
 
 
-class _ZerosGroup(simgroup.BoardGroup):
+class _ZerosGroup(dp_group.BoardGroup):
     """Known-bad transport: every rank receives zeros."""
 
     def allgather(self, output_tensor_lists: Any, input_tensor_list: Any, opts=None):
@@ -103,7 +103,7 @@ class _ZerosGroup(simgroup.BoardGroup):
         self.board.gathers[self.dp_rank] += 1
 
 
-class _LocalOnlyGroup(simgroup.BoardGroup):
+class _LocalOnlyGroup(dp_group.BoardGroup):
     """Known-bad transport: each rank receives only its own count (a
     rank-local gate)."""
 
@@ -115,15 +115,15 @@ class _LocalOnlyGroup(simgroup.BoardGroup):
 
 @pytest.mark.parametrize("bad", [_ZerosGroup, _LocalOnlyGroup])
 def test_negative_control_bad_transport_fails_the_check(bad: type) -> None:
-    with mock.patch("vllm_ascend_balance.replay.sim.BoardGroup", bad):
+    with mock.patch("vllm_ascend_balance.replay.sim.fleet.BoardGroup", bad):
         result = simulate(True, REQUESTS, OPTS)
     assert gate_trace_errors(result, result.starts[0].cap)
 
 
 def test_stand_in_refuses_a_stale_count() -> None:
-    board = simgroup.GatherBoard(2)
+    board = dp_group.GatherBoard(2)
     board.post([3, 5])
-    group = simgroup.BoardGroup(board, 1)
+    group = dp_group.BoardGroup(board, 1)
     gathered = torch.zeros(2, dtype=torch.int64)
     with pytest.raises(RuntimeError, match="sends 4 but 5 was posted"):
         group.allgather([list(gathered.split(1))], [torch.tensor([4])])
@@ -212,7 +212,7 @@ def test_vllm_router_is_upstreams_rule_with_stale_stats() -> None:
 
 
 def test_options_reach_the_simulation() -> None:
-    from vllm_ascend_balance.replay.engine_sim import sim_options
+    from vllm_ascend_balance.replay.sim.engine import sim_options
 
     options = ReplayOptions(dp=8, engine="sim", max_num_seqs=4, routing="round-robin")
     sim = sim_options(options)

@@ -24,13 +24,13 @@ from unittest import mock
 
 import pytest
 
-from vllm_ascend_balance.replay import sim
 from vllm_ascend_balance.replay.engine import load_engine
-from vllm_ascend_balance.replay.engine_sim import SimEngineError, check_mode
 from vllm_ascend_balance.replay.metrics import run_metrics
 from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions
-from vllm_ascend_balance.replay.sim import SimOptions, simulate
+from vllm_ascend_balance.replay.sim import fleet
+from vllm_ascend_balance.replay.sim.engine import SimEngineError, check_mode
+from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
 from vllm_ascend_balance.replay.workload import ReplayRequest, load_workload
 
 
@@ -83,7 +83,7 @@ def _record_throttles(
     """Per rank, ``(wave, throttle_prefills)`` of every ``schedule()`` call
     of a simulated run (``rule``: a replacement throttle rule)."""
     calls: list[list[tuple[int, bool]]] = [[] for _ in range(DP)]
-    build = sim.build_schedulers
+    build = fleet.build_schedulers
 
     def spying_build(*args: Any, **kwargs: Any) -> list[Any]:
         scheds = build(*args, **kwargs)
@@ -104,11 +104,11 @@ def _record_throttles(
         return scheds
 
     opts = SimOptions(**{**OPTS.__dict__, "prefill_schedule_interval": interval})
-    with mock.patch.object(sim, "build_schedulers", spying_build):
+    with mock.patch.object(fleet, "build_schedulers", spying_build):
         if rule is None:
             result = simulate(False, REQUESTS, opts)
         else:
-            with mock.patch.object(sim, "should_throttle_prefills", rule):
+            with mock.patch.object(fleet, "should_throttle_prefills", rule):
                 result = simulate(False, REQUESTS, opts)
     assert all(r.finish_step is not None for q in result.rank_requests for r in q)
     return calls

@@ -20,7 +20,7 @@ from unittest import mock
 import pytest
 
 from vllm_ascend_balance.replay.peers import POLICIES, PeerGateMixin
-from vllm_ascend_balance.replay.sim import SimOptions, SimResult, simulate
+from vllm_ascend_balance.replay.sim.fleet import SimOptions, SimResult, simulate
 from vllm_ascend_balance.replay.workload import builtin_requests
 
 OPTS = SimOptions(dp_size=2, max_num_seqs=8, max_num_batched_tokens=1024)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance.replay.validate import (
+from vllm_ascend_balance.replay.validation.cli import (
     AZURE_SLICE,
     FROZEN_POINTS,
     MIXED_POINTS,

@@ -48,8 +48,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_ascend_balance.replay.costmodel import ReplaySettings
-from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.model.cost import ReplaySettings
+from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
@@ -57,7 +57,7 @@ pytestmark = [
     pytest.mark.slow,
 ]
 
-EXECUTOR = "vllm_ascend_balance.replay.executor.CostModelExecutor"
+EXECUTOR = "vllm_ascend_balance.replay.real.executor.CostModelExecutor"
 MAX_NUM_SEQS = 4
 MAX_FROZEN_STEPS = 2
 STARTUP_LIMIT_S = 420  # hang guard only; nothing asserts on durations

@@ -114,7 +114,7 @@ def test_series_adds_one_behaviour_test_in_upstream_style(lane):
     that neither calls the private method nor sets scheduler state by hand,
     and that leaves the shared helper ``tests/v1/core/utils.py`` alone. No
     ``Signed-off-by``: a DCO sign-off is the submitter's own
-    (CONTRIBUTING.md)."""
+    (docs/upstream-patch.md)."""
     (patch,) = series.series_patches(series.lane_tag(lane), lane=lane)
     text = patch.read_text()
     added = _added_test_source(patch)

@@ -76,7 +76,7 @@ def unreachable_gate(scheduler_cls: type) -> tuple[type, str] | None:
     """Whether the balance gate can act through ``scheduler_cls``'s
     ``schedule()``; None if it can, else ``(class, why)``.
 
-    Rule (CONTRIBUTING.md): walk the MRO down to ``Scheduler``; every class on
+    Rule (docs/design.md): walk the MRO down to ``Scheduler``; every class on
     the way that defines its own ``schedule()`` must either name the seam
     (``Scheduler._should_stop_admitting_waiting``) in its code, which ends
     the walk, or call ``super().schedule()``, which hands on to the next

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
             "on, vLLM's prefill_schedule_interval",
         )
     )
-    from vllm_ascend_balance.replay import validate
+    from vllm_ascend_balance.replay.validation import cli as validate
 
     validate.add_arguments(
         sub.add_parser(
@@ -80,7 +80,7 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
 def _main(argv: list[str] | None) -> int:
     from vllm_ascend_balance import doctor
     from vllm_ascend_balance.replay import cli as replay_cli
-    from vllm_ascend_balance.replay import validate
+    from vllm_ascend_balance.replay.validation import cli as validate
 
     args = parse_command_line(argv)
     if args.command == "patch-vllm":

@@ -23,7 +23,7 @@ immediately after it means
 
 Unlike upstream's throttled all-reduce, the gather runs every active step
 (the gate needs the previous step's counts); its cost per step is measured
-by ``benchmarks/bench_gather.py``. CONTRIBUTING.md tells both deadlocks.
+by ``benchmarks/bench_gather.py``. docs/design.md tells both deadlocks.
 
 After the gather the step's numbers go to the engine's balance metrics
 (:mod:`vllm_ascend_balance.metrics`), created at the first gather; where

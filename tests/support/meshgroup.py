@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """An in-process stand-in for a DP group's point-to-point messages.
 
-:class:`~vllm_ascend_balance.replay.simgroup.BoardGroup` serves the
+:class:`~vllm_ascend_balance.replay.sim.dp_group.BoardGroup` serves the
 all-gather of the simulated engine; the opt-in log-depth exchange
 (``collectives.reduce_extremes``) needs ``send``/``recv`` between ranks that
 run concurrently. Here every rank runs in its own thread and a

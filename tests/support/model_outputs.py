@@ -7,7 +7,7 @@ for every scheduled request): one sampled token for each scheduled request
 whose prompt (or recompute after preemption) is complete after this step,
 nothing for a prefill still in progress. The replay's engines apply the same
 rule from the ``SchedulerOutput`` alone
-(``vllm_ascend_balance.replay.outputs.OutputModel``), where the scheduler's
+(``vllm_ascend_balance.replay.model.outputs.OutputModel``), where the scheduler's
 requests are out of reach.
 """
 

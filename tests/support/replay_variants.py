@@ -4,7 +4,7 @@ session and cleans up every process it started.
 
 :class:`GatherInScheduleExecutor` is the negative control of the collective
 safety tests: it moves the balance gather into ``Scheduler.schedule()``
-(the first deadlock in CONTRIBUTING.md). A rank that has
+(the first deadlock in docs/design.md). A rank that has
 drained its requests runs dummy batches and never enters ``schedule()``, so
 the ranks that still schedule wait in the gather for it while it waits for
 them in the next forward pass's collective: the deployment hangs.
@@ -26,8 +26,8 @@ from typing import Any
 
 from vllm.logger import init_logger
 
-from vllm_ascend_balance.replay.executor import CostModelExecutor
-from vllm_ascend_balance.replay.recorder import RankFile, rank_file, read_rank_file
+from vllm_ascend_balance.replay.real.executor import CostModelExecutor
+from vllm_ascend_balance.replay.real.recorder import RankFile, rank_file, read_rank_file
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
 
 logger = init_logger(__name__)

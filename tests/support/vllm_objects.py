@@ -36,7 +36,7 @@ from vllm.v1.kv_cache_interface import (
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
 
-from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
+from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 
 EOS_TOKEN_ID = 2
 

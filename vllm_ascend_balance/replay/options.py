@@ -3,7 +3,7 @@
 argparse parser built from it.
 
 A field of :class:`ReplayOptions` (or of the nested
-:class:`~vllm_ascend_balance.replay.costmodel.CostModel`, whose fields are
+:class:`~vllm_ascend_balance.replay.model.cost.CostModel`, whose fields are
 flattened into ``--step-ms`` ...) is an option ``--<field-name>``; its help,
 bounds and choices are the field's metadata (:func:`.fields.option`).
 """
@@ -13,22 +13,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import textwrap
-import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.costmodel import CostModel
-from vllm_ascend_balance.replay.fields import check_bounds, flag, option
+from vllm_ascend_balance.replay.fields import (
+    HelpFormatter,
+    add_fields,
+    build,
+    check_bounds,
+    option,
+)
+from vllm_ascend_balance.replay.model.cost import CostModel
 from vllm_ascend_balance.replay.modes import Mode, parse_modes
 from vllm_ascend_balance.replay.registry import ENGINES
 from vllm_ascend_balance.replay.workload import Workload, load_workload
 
 logger = init_logger(__name__)
 
-EXECUTOR = "vllm_ascend_balance.replay.executor.CostModelExecutor"
+EXECUTOR = "vllm_ascend_balance.replay.real.executor.CostModelExecutor"
 ROUTINGS = ("vllm", "round-robin")
 DESCRIPTION = (
     "Replay one workload on a real vLLM data-parallel deployment on CPU whose "
@@ -265,68 +269,12 @@ def pacing(options: ReplayOptions) -> str:
     return f"time scale {options.time_scale:g}"
 
 
-class _HelpFormatter(
-    argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter
-):
-    """Shows defaults, except unset (None) and off (False) ones; the
-    description and the epilog as written (pre-wrapped)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default is None or action.default is False:
-            return action.help or ""
-        return super()._get_help_string(action) or ""
-
-
-def _scalar_type(hint: Any) -> type:
-    """``int`` of ``int | None`` and the like."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
-        return inner
-    return hint
-
-
-def _add_fields(parser: argparse.ArgumentParser, cls: type, groups: dict) -> None:
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        kind = _scalar_type(hints[f.name])
-        if dataclasses.is_dataclass(kind):
-            _add_fields(parser, kind, groups)  # nested: flattened
-            continue
-        meta = f.metadata
-        name = meta["group"] or "options"
-        if name not in groups:
-            groups[name] = parser.add_argument_group(name)
-        kwargs: dict[str, Any] = {"dest": f.name, "default": f.default}
-        kwargs["help"] = argparse.SUPPRESS if meta["hidden"] else meta["help"]
-        if kind is bool:
-            kwargs["action"] = "store_true"
-        else:
-            kwargs["type"] = kind
-            if meta["metavar"]:
-                kwargs["metavar"] = meta["metavar"]
-            if meta["choices"]:
-                kwargs["choices"] = meta["choices"]
-        groups[name].add_argument(flag(f.name), **kwargs)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every option of :class:`ReplayOptions` to ``parser``."""
     parser.description = textwrap.fill(DESCRIPTION, width=78, break_on_hyphens=False)
     parser.epilog = EPILOG
-    parser.formatter_class = _HelpFormatter
-    _add_fields(parser, ReplayOptions, {})
-
-
-def _build(cls: type, values: dict[str, Any]) -> Any:
-    hints = typing.get_type_hints(cls)
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        kind = _scalar_type(hints[f.name])
-        if dataclasses.is_dataclass(kind):
-            kwargs[f.name] = _build(kind, values)
-        elif f.name in values:
-            kwargs[f.name] = values[f.name]
-    return cls(**kwargs)
+    parser.formatter_class = HelpFormatter
+    add_fields(parser, ReplayOptions)
 
 
 def from_namespace(args: argparse.Namespace) -> ReplayOptions:
@@ -335,7 +283,7 @@ def from_namespace(args: argparse.Namespace) -> ReplayOptions:
     Raises:
         ValueError: an out-of-range value or a bad ``--mode``, one line.
     """
-    return typing.cast(ReplayOptions, _build(ReplayOptions, vars(args)))
+    return typing.cast(ReplayOptions, build(ReplayOptions, vars(args)))
 
 
 def parse(argv: list[str]) -> ReplayOptions:

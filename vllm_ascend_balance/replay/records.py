@@ -5,7 +5,7 @@ Two levels:
 
 - per rank, as an engine process writes them (:class:`RankStart`,
   :class:`RankStep`, :class:`RankRequest`, :class:`GatherRecord`), one JSON
-  line each (:mod:`.recorder`);
+  line each (:mod:`~vllm_ascend_balance.replay.real.recorder`);
 - per run, joined across ranks and put on the modeled clock
   (:class:`RunRecords`: :class:`Step` and :class:`RequestRecord`), which is
   all :mod:`.metrics` reads. Any engine (the real ``AsyncLLM`` deployment, a

@@ -10,6 +10,6 @@ from __future__ import annotations
 
 #: ``--engine`` name -> ``module:Class`` (imported only when chosen).
 ENGINES: dict[str, str] = {
-    "asyncllm": "vllm_ascend_balance.replay.engine_asyncllm:AsyncLLMEngine",
-    "sim": "vllm_ascend_balance.replay.engine_sim:SimEngine",
+    "asyncllm": "vllm_ascend_balance.replay.real.engine:AsyncLLMEngine",
+    "sim": "vllm_ascend_balance.replay.sim.engine:SimEngine",
 }

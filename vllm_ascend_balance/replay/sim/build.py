@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Building the simulated engine's ranks: options, the ``VllmConfig`` each
 rank's real scheduler is built from, the scheduler class activation composes,
-the release's DP sync rule, and the simulated requests (:mod:`.sim` steps
+the release's DP sync rule, and the simulated requests (:mod:`.fleet` steps
 them)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_ascend_balance.replay.costmodel import CostModel
+from vllm_ascend_balance.replay.model.cost import CostModel
 from vllm_ascend_balance.replay.workload_types import ReplayRequest
 
 KV_BLOCK_SIZE = 16
@@ -142,7 +142,8 @@ def build_schedulers(
 ) -> list[Any]:
     """N real schedulers of the class activation composes, one per DP rank
     (``extra``: more keys of the balance ``scheduler_config``; ``peer_gate``:
-    with :class:`~.peers.PeerGateMixin` in front, for a peer policy)."""
+    with :class:`~vllm_ascend_balance.replay.peers.PeerGateMixin` in front, for
+    a peer policy)."""
     import torch
     from vllm.v1.kv_cache_interface import (
         FullAttentionSpec,
@@ -190,7 +191,7 @@ def dp_sync_rule(vllm_config: Any) -> tuple[int, bool]:
     return int(interval), True
 
 
-class _PromptPool:
+class PromptPool:
     """Prompt token ids for simulated requests: slices of one fixed list of
     ids (prefix caching is off, so only the length matters; slicing keeps
     request creation cheap at 100k requests)."""
@@ -203,7 +204,7 @@ class _PromptPool:
         return self.ids[:n]
 
 
-def _make_request(rid: str, req: ReplayRequest, prompts: _PromptPool) -> Any:
+def make_request(rid: str, req: ReplayRequest, prompts: PromptPool) -> Any:
     from vllm.sampling_params import SamplingParams
     from vllm.v1.request import Request
 

@@ -2,12 +2,14 @@
 """``--engine sim``: the replay's engine stage on the simulated engine.
 
 :class:`SimEngine` is the second
-:class:`~vllm_ascend_balance.replay.engine.ReplayEngine`: it runs a workload
-in one mode on N real vLLM schedulers stepped in lock step in this process
-(:mod:`.sim`) and hands the same :class:`~.records.RunRecords` to the
-metrics as the real ``AsyncLLM`` deployment, joined on the same modeled
-clock (:func:`~.join.join_run`). It is deterministic: the same workload and
-options give the same records, so ``--repeat`` runs are identical.
+:class:`~vllm_ascend_balance.replay.engine.ReplayEngine`: it runs a workload in
+one mode on N real vLLM schedulers stepped in lock step in this process
+(:mod:`.fleet`) and hands the same
+:class:`~vllm_ascend_balance.replay.records.RunRecords` to the metrics as the
+real ``AsyncLLM`` deployment, joined on the same modeled clock
+(:func:`~vllm_ascend_balance.replay.join.join_run`). It is deterministic: the
+same workload and options give the same records, so ``--repeat`` runs are
+identical.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from vllm_ascend_balance.replay.join import join_run
 from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
-from vllm_ascend_balance.replay.sim import SimOptions, simulate
+from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
 from vllm_ascend_balance.replay.workload_types import Workload
 
 logger = init_logger(__name__)

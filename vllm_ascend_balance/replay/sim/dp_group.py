@@ -4,15 +4,15 @@
 In a real deployment each DP rank's ``BalanceSchedulerMixin.admission_gather``
 calls ``torch.distributed.all_gather(slots, local, group=dp_group)`` and every
 rank receives the same vector of ``len(running)``. The simulated engine
-(:mod:`.sim`) holds all N schedulers in one process, so there is no peer to
-exchange with; :class:`BoardGroup` is passed as their ``dp_group`` instead.
-``dist.all_gather`` (torch's own function) accepts any object with an
-``allgather(output_tensor_lists, input_tensor_list, opts)`` method and, when
-that returns None, treats the collective as already complete; the stand-in
-fills the receive slots from a :class:`GatherBoard` the simulation filled
-with every scheduler's ``len(running)`` beforehand. The gate's decision (what
-``admission_gather`` computes from the received vector) is the mixin's own
-code, unchanged.
+(:mod:`vllm_ascend_balance.replay.sim`) holds all N schedulers in one process,
+so there is no peer to exchange with; :class:`BoardGroup` is passed as their
+``dp_group`` instead. ``dist.all_gather`` (torch's own function) accepts any
+object with an ``allgather(output_tensor_lists, input_tensor_list, opts)``
+method and, when that returns None, treats the collective as already complete;
+the stand-in fills the receive slots from a :class:`GatherBoard` the simulation
+filled with every scheduler's ``len(running)`` beforehand. The gate's decision
+(what ``admission_gather`` computes from the received vector) is the mixin's
+own code, unchanged.
 
 This stands in for what cannot run in one process (N peers of a gloo/HCCL
 group); ``tests/test_replay_sim.py`` checks it against real gloo groups'

@@ -1,48 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The simulated engine: N real vLLM schedulers in one process, in lock step.
-
-A second engine for the replay (``--engine sim``), for DP sizes the real
-deployment cannot reach on a small machine (one engine process per rank).
-What is real and what is modeled:
-
-- **Schedulers: real.** Each rank is the scheduler class a real engine core
-  would build: :func:`~vllm_ascend_balance.activation.plan_activation` reads
-  the same ``VllmConfig`` (tiny MoE model directory, DP size N, the balance
-  setting) and, where balance applies,
-  :func:`~vllm_ascend_balance.activation.compose_scheduler` composes
-  ``BalanceSchedulerMixin`` onto ``Scheduler`` (or ``AsyncScheduler`` with
-  ``async_scheduling``), exactly as ``run_engine_core`` does. The KV cache is
-  one ``FullAttentionSpec`` group with room for every running request at the
-  workload's longest (nothing is
-  preempted); ``log_stats`` is off (it only feeds metrics).
-- **The engine loop: mirrored.** One iteration of
-  ``DPEngineCoreProc.run_busy_loop`` per rank per step: requests that arrived
-  are added (``scheduler.add_request``); a rank with requests runs
-  ``schedule()`` (with ``throttle_prefills`` from
-  :func:`should_throttle_prefills` under ``interval:N``, as
-  ``EngineCore.step`` passes ``_should_throttle_prefills()``), the model
-  (below) and ``update_from_output()``; a rank that
-  ran no tokens runs a dummy batch while any rank is busy; then
-  ``_has_global_unfinished_reqs`` (all-reduce only every
-  ``dp_sync_interval`` steps, 32 in releases without that setting, and at a
-  wave's first step where the release syncs it) and, with balance on, the
-  gather on every rank; under a peer policy (:mod:`.peers`) each rank's
-  state is gathered after arrivals, before ``schedule()`` (where those
-  sources negotiate), and the policy's decision is applied through the
-  seam (plus ``throttle_prefills`` for a policy that also holds in-flight
-  chunks, where ``schedule()`` has it). When every rank is idle the
-  deployment waits for the next arrival: no step, no gather (the all-idle
-  ``continue``).
-- **The gather: real decision code.** Every scheduler's ``admission_gather()``
-  runs as in the engine hook; its ``dist.all_gather`` goes to an in-process
-  stand-in for the DP group (:mod:`.simgroup`) that returns the vector of
-  every rank's ``len(running)``.
-- **The model: the replay's.** :class:`~.stepmodel.OutputModel` produces the
-  model outputs as the real executor does; a step costs the slowest rank's
-  :class:`~.costmodel.CostModel` cost (the MoE collective keeps ranks in
-  lock step), dummy batches ``step_ms``.
-- **Routing:** :mod:`.routing` (vLLM's DP load balancer with stale stats,
-  round-robin, or the JSONL ``rank``).
+"""The simulated fleet's lock-step loop: :func:`simulate` steps N real vLLM
+schedulers in one process, one ``DPEngineCoreProc.run_busy_loop`` iteration
+per rank per step (what is real and what is modeled:
+:mod:`vllm_ascend_balance.replay.sim`).
 
 Time is modeled only (no pacing): a request's first token and finish are the
 end of the step that produced them. Same input and options, same numbers.
@@ -59,36 +19,32 @@ from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.costmodel import lockstep_ms
 from vllm_ascend_balance.replay.join import REQUEST_ID
-from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
-from vllm_ascend_balance.replay.outputs import Batch, OutputModel
-from vllm_ascend_balance.replay.peers import PassHistory, make_policy, rank_state
+from vllm_ascend_balance.replay.model.cost import lockstep_ms
+from vllm_ascend_balance.replay.model.outputs import Batch, OutputModel
+from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 from vllm_ascend_balance.replay.records import (
     GatherRecord,
     RankRequest,
     RankStart,
     RankStep,
 )
-from vllm_ascend_balance.replay.routing import Router
-from vllm_ascend_balance.replay.sim_build import (
-    DEFAULT_STATS_INTERVAL_S,
+from vllm_ascend_balance.replay.sim.build import (
+    PromptPool,
     SimOptions,
-    _make_request,
-    _PromptPool,
     build_schedulers,
     dp_sync_rule,
+    make_request,
 )
-from vllm_ascend_balance.replay.simgroup import BoardGroup, GatherBoard
+from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
+from vllm_ascend_balance.replay.sim.peer_step import PeerStep
+from vllm_ascend_balance.replay.sim.routing import Router
 from vllm_ascend_balance.replay.workload_types import ReplayRequest
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, admission_cap
 
 __all__ = [
-    "DEFAULT_STATS_INTERVAL_S",
     "SimOptions",
     "SimResult",
-    "build_schedulers",
-    "dp_sync_rule",
     "should_throttle_prefills",
     "simulate",
 ]
@@ -104,53 +60,6 @@ def should_throttle_prefills(interval: int | None, step_counter: int) -> bool:
     iteration that steps (dummy batches included) and ``run_busy_loop``
     resets when a wave ends, so it is the same on every rank."""
     return interval is not None and interval > 1 and step_counter % interval != 0
-
-
-class PeerStep:
-    """A peer policy's side of each simulated step (:mod:`.peers`): every
-    rank's state gathered, one decision (every rank's instance would compute
-    the same from the same vector: ``tests/test_peer_policies.py`` checks
-    that property, with skewed clocks), applied through each scheduler's
-    ``peer_hold`` and, for a policy that holds chunks, ``throttle_prefills``
-    where ``schedule()`` has it."""
-
-    def __init__(self, peer: str, scheds: Sequence[Any]) -> None:
-        import inspect
-
-        self.scheds = scheds
-        self.policy = make_policy(peer)
-        self.histories = [PassHistory() for _ in scheds]
-        self.holds: tuple[bool, ...] = (False,) * len(scheds)
-        self.had_work = [False] * len(scheds)
-        params = inspect.signature(type(scheds[0]).schedule).parameters
-        self.throttle_chunks = (
-            self.policy.holds_in_flight_chunks and "throttle_prefills" in params
-        )
-
-    def decide(self, now_s: float) -> None:
-        states = [
-            rank_state(s, h, now_s)
-            for s, h in zip(self.scheds, self.histories, strict=True)
-        ]
-        self.holds = self.policy.decide(states)
-        for rank, sched in enumerate(self.scheds):
-            sched.peer_hold = self.holds[rank]
-            self.histories[rank].deferred = False  # no pass yet this step
-
-    def before_schedule(self, rank: int) -> bool:
-        """Note the rank's prefill work; True: also throttle in-flight
-        prefills."""
-        sched = self.scheds[rank]
-        self.had_work[rank] = self.histories[rank].before(sched, self.throttle_chunks)
-        return self.holds[rank] and self.throttle_chunks
-
-    def after_schedule(self, rank: int, so: Any) -> None:
-        self.histories[rank].observe(
-            self.holds[rank],
-            self.had_work[rank],
-            len(so.scheduled_new_reqs),
-            len(self.scheds[rank].waiting),
-        )
 
 
 @dataclass
@@ -207,7 +116,8 @@ def simulate(
         balance: the ``enable_balance_scheduling`` setting.
         balance_max_frozen_steps: passed to the balance setting's
             ``scheduler_config`` where set (bounded freeze).
-        peer: a peer policy's ``--mode`` entry (:mod:`.peers`), balance off.
+        peer: a peer policy's ``--mode`` entry
+            (:mod:`~vllm_ascend_balance.replay.peers`), balance off.
         work_dir: where the tiny model directory goes (a temporary one when
             None).
         progress: called after each step with the number of requests that
@@ -243,7 +153,7 @@ def simulate(
     interval = opts.prefill_schedule_interval
     router = Router(opts.routing, n, opts.stats_interval_s)
     models = [OutputModel(r) for r in range(n)]
-    prompts = _PromptPool(opts.max_model_len)
+    prompts = PromptPool(opts.max_model_len)
     cost = opts.cost
     starts = [RankStart(r, cls.__name__, cls.__module__, cap, n) for r in range(n)]
     wall_build_s = time.perf_counter() - t_build
@@ -275,7 +185,7 @@ def simulate(
             rid = REQUEST_ID.format(req.index)
             rank = router.route(rid, req.index, req.rank)
             routed[req.index] = opts.routing == "vllm" and req.rank is None
-            scheds[rank].add_request(_make_request(rid, req, prompts))
+            scheds[rank].add_request(make_request(rid, req, prompts))
             unfinished[rank] = True
         if not engines_running:
             # START_DP_WAVE: a request reaching an idle deployment wakes every

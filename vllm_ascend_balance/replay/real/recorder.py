@@ -4,9 +4,9 @@ scheduler.
 
 Each engine process appends one JSON line per record to
 ``<run_dir>/rank<r>.jsonl``: ``{"kind": <record class name>, **fields}`` for
-the classes of :mod:`.records` (:class:`~.records.RankStart`,
-:class:`~.records.RankStep`, :class:`~.records.RankRequest`,
-:class:`~.records.GatherRecord`). Reading builds the same classes back, so a
+the classes of :mod:`vllm_ascend_balance.replay.records` (``RankStart``,
+``RankStep``, ``RankRequest``,
+``GatherRecord``). Reading builds the same classes back, so a
 renamed or missing field fails loudly instead of reading as zero. Lines are
 flushed as written: a run that is interrupted or fails leaves everything
 measured so far (a torn last line, from a process killed mid-write, is

@@ -5,9 +5,9 @@ deployment, on the same inputs.
 For each case (a workload at a DP size, balance off and on) the workload runs
 ``real_repeats`` times on the real ``AsyncLLM`` deployment (``--engine
 asyncllm``) and once on the simulated engine (``--engine sim``, deterministic),
-and the simulation's metrics (the replay's own, :func:`~.metrics.run_metrics`)
-must agree with the median of the real runs (the checks and their
-tolerances: :mod:`.validate_checks`):
+and the simulation's metrics (the replay's own,
+:func:`~vllm_ascend_balance.replay.metrics.run_metrics`) must agree with the
+median of the real runs (the checks and their tolerances: :mod:`.checks`):
 
 - every request completes on every run;
 - frozen share of steps within :data:`FROZEN_POINTS` points;
@@ -47,7 +47,7 @@ from vllm_ascend_balance.replay.metrics import RunMetrics, run_metrics
 from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.progress import announced
 from vllm_ascend_balance.replay.records import RunStatus
-from vllm_ascend_balance.replay.validate_checks import (
+from vllm_ascend_balance.replay.validation.checks import (
     FROZEN_POINTS,
     MIXED_POINTS,
     TPOT_RELATIVE,

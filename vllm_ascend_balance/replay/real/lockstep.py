@@ -25,7 +25,7 @@ from vllm.distributed.utils import (
 )
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.costmodel import ReplaySettings, lockstep_ms
+from vllm_ascend_balance.replay.model.cost import ReplaySettings, lockstep_ms
 
 logger = init_logger(__name__)
 

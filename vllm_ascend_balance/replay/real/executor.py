@@ -2,7 +2,7 @@
 """A weightless vLLM executor that models step time and steps in lock step.
 
 Passed to vLLM as ``distributed_executor_backend=
-"vllm_ascend_balance.replay.executor.CostModelExecutor"``; vLLM builds one in
+"vllm_ascend_balance.replay.real.executor.CostModelExecutor"``; vLLM builds one in
 each engine process (``EngineCore.__init__``), so with data parallelism there
 is one per DP rank, inside each ``DPEngineCoreProc``.
 
@@ -19,8 +19,9 @@ What it does in place of a model runner (cf. vLLM's ``UniProcExecutor`` and
 - every forward pass with scheduled tokens and every dummy batch ends in an
   all-gather over the executors' own gloo group of the DP ranks (as the MoE
   dispatch/combine does), so the ranks step in lock step; the step's modeled
-  time is the slowest rank's cost (:mod:`.costmodel`), and the executor
-  sleeps so that the step takes ``modeled * time_scale`` wall seconds;
+  time is the slowest rank's cost
+  (:mod:`~vllm_ascend_balance.replay.model.cost`), and the executor sleeps so
+  that the step takes ``modeled * time_scale`` wall seconds;
 - writes per-step and per-gather records (:mod:`.recorder`).
 """
 
@@ -40,11 +41,19 @@ from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.costmodel import ReplaySettings
-from vllm_ascend_balance.replay.lockstep import LockStep
-from vllm_ascend_balance.replay.modeled_clock import ClockBoard, ClockKeeper, clock_path
-from vllm_ascend_balance.replay.outputs import SAMPLED_TOKEN_ID, Batch, OutputModel
-from vllm_ascend_balance.replay.recorder import (
+from vllm_ascend_balance.replay.model.cost import ReplaySettings
+from vllm_ascend_balance.replay.model.outputs import (
+    SAMPLED_TOKEN_ID,
+    Batch,
+    OutputModel,
+)
+from vllm_ascend_balance.replay.real.lockstep import LockStep
+from vllm_ascend_balance.replay.real.modeled_clock import (
+    ClockBoard,
+    ClockKeeper,
+    clock_path,
+)
+from vllm_ascend_balance.replay.real.recorder import (
     RankRecorder,
     install_recording_scheduler,
     rank_file,
@@ -72,7 +81,7 @@ class CostModelExecutor(Executor):
     """Executor for ``vllm-ascend-balance replay`` (see the module docstring).
 
     Settings come from ``additional_config["vllm_ascend_balance_replay"]``
-    (:class:`~vllm_ascend_balance.replay.costmodel.ReplaySettings`).
+    (:class:`~vllm_ascend_balance.replay.model.cost.ReplaySettings`).
     """
 
     uses_ray = False

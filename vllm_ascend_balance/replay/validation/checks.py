@@ -2,10 +2,10 @@
 """The checks of ``validate-sim``: one case and mode of the simulated engine
 against the real deployment's runs, and the table they print.
 
-Pure comparison of :class:`~.metrics.RunMetrics` (no engine, no vLLM), so
-the tolerances can be tested on made-up metrics; :mod:`.validate` runs the
-engines and calls :func:`compare_runs`. What is compared, and why a median
-of several real runs: :mod:`.validate`.
+Pure comparison of :class:`~vllm_ascend_balance.replay.metrics.RunMetrics` (no
+engine, no vLLM), so the tolerances can be tested on made-up metrics;
+:mod:`.cli` runs the engines and calls :func:`compare_runs`. What is compared,
+and why a median of several real runs: :mod:`.cli`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Which DP rank a request goes to, in the simulated engine (:mod:`.sim`).
+"""Which DP rank a request goes to, in the simulated engine
+(:mod:`vllm_ascend_balance.replay.sim`).
 
 Three rules, chosen by the replay's ``--routing``:
 

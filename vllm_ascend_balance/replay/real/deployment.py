@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.costmodel import REPLAY_CONFIG_KEY, ReplaySettings
+from vllm_ascend_balance.replay.model.cost import REPLAY_CONFIG_KEY, ReplaySettings
 from vllm_ascend_balance.replay.modes import Mode
 from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.workload_types import ReplayRequest

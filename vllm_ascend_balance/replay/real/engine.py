@@ -6,7 +6,7 @@ Started the way ``vllm serve`` starts it: ``AsyncLLM`` with
 ``DPEngineCoreProc`` per rank; our plugin is activated by vLLM through its
 ``vllm.general_plugins`` entry point, balance scheduling by
 ``additional_config``. The executor is
-:class:`~vllm_ascend_balance.replay.executor.CostModelExecutor`, which writes
+:class:`~vllm_ascend_balance.replay.real.executor.CostModelExecutor`, which writes
 the per-rank records this engine joins into
 :class:`~vllm_ascend_balance.replay.records.RunRecords`.
 
@@ -32,24 +32,24 @@ from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.deployment import (
+from vllm_ascend_balance.replay.engine import RecordingError
+from vllm_ascend_balance.replay.join import REQUEST_ID, join_run
+from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
+from vllm_ascend_balance.replay.modes import Mode
+from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.real.deployment import (
     engine_args,
     one_line,
     prompt_ids,
     route,
 )
-from vllm_ascend_balance.replay.engine import RecordingError
-from vllm_ascend_balance.replay.interrupts import Interrupts, reap_children
-from vllm_ascend_balance.replay.join import REQUEST_ID, join_run
-from vllm_ascend_balance.replay.model_dir import write_tiny_moe_model
-from vllm_ascend_balance.replay.modeled_clock import (
+from vllm_ascend_balance.replay.real.interrupts import Interrupts, reap_children
+from vllm_ascend_balance.replay.real.modeled_clock import (
     ClockBoard,
     clock_path,
     modeled_now,
 )
-from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.options import ReplayOptions
-from vllm_ascend_balance.replay.recorder import RankFile, rank_file, read_rank_file
+from vllm_ascend_balance.replay.real.recorder import RankFile, rank_file, read_rank_file
 from vllm_ascend_balance.replay.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.workload_types import ReplayRequest, Workload
 
