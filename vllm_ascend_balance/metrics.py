@@ -35,7 +35,6 @@ fail-open steps and the gather's p50/p99 over the interval.
 
 from __future__ import annotations
 
-import bisect
 import os
 import shutil
 import tempfile
@@ -58,16 +57,12 @@ LABELS = ("model_name", "engine")
 @dataclass(frozen=True)
 class Series:
     """One exported series: ``name`` without the ``_total`` suffix of a
-    counter (or the ``_bucket``/``_sum``/``_count`` of a histogram);
-    ``attr`` is the scheduler attribute it reads (for a histogram, the
-    :class:`~vllm_ascend_balance.held_wait.HeldWait` list it takes);
-    ``buckets``: a histogram's upper bounds (``+Inf`` implied)."""
+    counter; ``attr`` is the scheduler attribute it reads."""
 
     name: str
     kind: str
     attr: str
     help: str
-    buckets: tuple[float, ...] = ()
 
 
 SERIES = (
@@ -115,48 +110,6 @@ WAIT_SERIES = Series(
     "Seconds the balance gather in progress has waited for its DP peers "
     "(0 when none is waiting); sampled by the stall watchdog.",
 )
-
-#: Upper bounds of the held-seconds histogram; ``le="0.0"`` counts the
-#: requests the gate never held.
-HELD_SECONDS_BUCKETS = (0.0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                        2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)  # fmt: skip
-
-#: Per admitted request (:mod:`~vllm_ascend_balance.held_wait`): observed
-#: once at its first admission from WAITING, 0 when the gate never held it.
-HISTOGRAMS = (
-    Series(
-        "vllm:balance_held_wait_seconds",
-        "histogram",
-        "seconds",
-        "Seconds a request admitted from WAITING waited while the balance gate "
-        "held admission frozen (the frozen part of its queue time).",
-        HELD_SECONDS_BUCKETS,
-    ),
-    Series(
-        "vllm:balance_held_wait_steps",
-        "histogram",
-        "steps",
-        "Frozen steps a request admitted from WAITING waited through "
-        "(held through >= N steps: _count minus the bucket le=N-1).",
-        # 2**k - 1: "held through >= 2**k steps" is _count minus a bucket.
-        tuple(float(2**k - 1) for k in range(13)),
-    ),
-)
-
-SUFFIXES = {"counter": ("_total",), "gauge": ("",),
-            "histogram": ("_bucket", "_sum", "_count")}  # fmt: skip
-
-
-def exported_samples() -> frozenset[str]:
-    """Every sample name the package puts on ``/metrics`` (e.g.
-    ``vllm:balance_gathers_total``, ``vllm:balance_held_wait_seconds_bucket``),
-    derived from :data:`SERIES`, :data:`WAIT_SERIES` and :data:`HISTOGRAMS`."""
-    return frozenset(
-        series.name + suffix
-        for series in (*SERIES, WAIT_SERIES, *HISTOGRAMS)
-        for suffix in SUFFIXES[series.kind]
-    )
-
 
 _front_end_dir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -298,7 +251,6 @@ class EngineBalanceMetrics:
         self._interval_gather_s: list[float] = []
         self._interval_start: tuple[int, int, int] = (0, 0, 0)
         self._files: list[tuple[Any, str, str]] = []
-        self._histograms: list[_HistogramFile] = []
         if directory is not None:
             self._open(directory, [model_name, str(dp_rank)])
 
@@ -318,9 +270,6 @@ class EngineBalanceMetrics:
             target = counters if series.kind == "counter" else gauges
             target.write_value(key, 0.0, time.time())
             self._files.append((target, key, series.attr))
-        histograms = MmapedDict(os.path.join(directory, f"histogram_balance-{pid}.db"))
-        for series in HISTOGRAMS:
-            self._histograms.append(_HistogramFile(histograms, series, labelvalues))
 
     @classmethod
     def for_engine(cls, engine: Any) -> EngineBalanceMetrics:
@@ -340,19 +289,11 @@ class EngineBalanceMetrics:
         return built
 
     def record(self, scheduler: Any) -> None:
-        """After one gather: update the files and, once per interval, log.
-        Takes the held-wait observations unless the stats carry them (taken
-        even without files, so they never pile up)."""
+        """After one gather: update the files and, once per interval, log."""
         if self._files:
             now = time.time()
             for target, key, attr in self._files:
                 target.write_value(key, float(getattr(scheduler, attr)), now)
-        if not self.carried:
-            seconds, steps = scheduler.balance_held_wait.take()
-            if self._histograms and (seconds or steps):
-                taken = {"seconds": seconds, "steps": steps}
-                for histogram in self._histograms:
-                    histogram.observe(taken[histogram.series.attr])
         if self.log_interval_s is None:
             return
         self._interval_gather_s.append(scheduler.balance_last_gather_s)
@@ -385,43 +326,3 @@ class EngineBalanceMetrics:
         self._interval_gather_s.clear()
         assert self.log_interval_s is not None
         self._next_log = time.monotonic() + self.log_interval_s
-
-
-class _HistogramFile:
-    """One histogram in the multi-process file format: per-bucket counts
-    (not cumulative; the collector accumulates them and adds ``_count``)
-    under ``<name>_bucket`` with an ``le`` label, and ``<name>_sum``."""
-
-    def __init__(self, target: Any, series: Series, labelvalues: list[str]) -> None:
-        from prometheus_client.mmap_dict import mmap_key
-        from prometheus_client.utils import floatToGoString
-
-        self.series = series
-        self._target = target
-        self._bounds = (*series.buckets, float("inf"))
-        self._counts = [0.0] * len(self._bounds)
-        self._sum = 0.0
-        names = list(LABELS)
-        self._bucket_keys = [
-            mmap_key(series.name, series.name + "_bucket", [*names, "le"],
-                     [*labelvalues, floatToGoString(b)], series.help)
-            for b in self._bounds
-        ]  # fmt: skip
-        self._sum_key = mmap_key(
-            series.name, series.name + "_sum", names, labelvalues, series.help
-        )
-        now = time.time()
-        for key in (*self._bucket_keys, self._sum_key):
-            target.write_value(key, 0.0, now)
-
-    def observe(self, values: list[float] | list[int]) -> None:
-        touched: set[int] = set()
-        for value in values:
-            index = bisect.bisect_left(self._bounds, value)
-            self._counts[index] += 1
-            self._sum += value
-            touched.add(index)
-        now = time.time()
-        for index in touched:
-            self._target.write_value(self._bucket_keys[index], self._counts[index], now)
-        self._target.write_value(self._sum_key, self._sum, now)

@@ -14,7 +14,6 @@ admission, never admit past the cap.
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -22,7 +21,6 @@ import torch
 
 from vllm_ascend_balance.collectives import EXCHANGES
 from vllm_ascend_balance.config import DEFAULT_COLLECTIVE
-from vllm_ascend_balance.held_wait import HeldWait
 from vllm_ascend_balance.logger import init_logger
 
 if TYPE_CHECKING:
@@ -93,8 +91,6 @@ class BalanceSchedulerMixin:
         balance_gather_seconds: wall time spent in the gather collective, s.
         balance_last_gather_s: duration of the last gather collective, s.
         balance_spread: ``max - min`` of the last gathered running counts.
-        balance_held_wait: how long admitted requests waited while the gate
-            held (:mod:`~vllm_ascend_balance.held_wait`).
     """
 
     dp_group: ProcessGroup | None = None
@@ -148,7 +144,6 @@ class BalanceSchedulerMixin:
         else:
             self.balance_frozen_run = 0
         self.balance_frozen = frozen
-        self.balance_held_wait.decided(frozen)
         self._balance_held = (
             {
                 r.request_id
@@ -192,24 +187,6 @@ class BalanceSchedulerMixin:
                 len(admitted),
                 SEAM,
             )
-
-    @functools.cached_property
-    def balance_held_wait(self) -> HeldWait:
-        return HeldWait()
-
-    def add_request(self, request: Any) -> None:
-        super().add_request(request)  # type: ignore[misc]
-        if self.requests.get(request.request_id) is request:  # type: ignore[attr-defined]
-            self.balance_held_wait.queued(request)  # new, not a session's chunk
-
-    def _update_after_schedule(self, scheduler_output: Any) -> None:
-        # Called by upstream's schedule() once, at its end: what it admitted.
-        super()._update_after_schedule(scheduler_output)  # type: ignore[misc]
-        self.balance_held_wait.scheduled(
-            self.requests,  # type: ignore[attr-defined]
-            scheduler_output,
-            self.balance_frozen,
-        )
 
     def _should_stop_admitting_waiting(self) -> bool:
         """True while frozen; otherwise whatever the next class in the MRO

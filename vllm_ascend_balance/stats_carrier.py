@@ -11,8 +11,7 @@ vLLM's own stat loggers read the field:
 
 - engine (:func:`attach`): ``Scheduler.make_stats`` of the gated scheduler
   is wrapped on the instance; each call carries the counter increments since
-  the previous call, the last spread and the held-wait observations
-  (:mod:`~vllm_ascend_balance.held_wait`). Increments, not totals: with
+  the previous call and the last spread. Increments, not totals: with
   several API servers each step's stats go to one of them and vLLM sums
   counters over the API servers' files. At a wave's end the hook flushes a
   stats-only output (:func:`flush`), as vLLM does for dummy batches, so
@@ -20,7 +19,7 @@ vLLM's own stat loggers read the field:
 - front-end (:func:`install_front_end`): :class:`BalanceStatLogger` is added
   to the stat loggers ``AsyncLLM`` builds (custom loggers are recorded
   before vLLM's, so it pops :data:`KEY` first, and sets the field back to
-  None when nothing else is in it). Its counters, gauge and histograms are
+  None when nothing else is in it). Its counters and gauge are
   ``prometheus_client`` metrics of the front-end: the default registry with
   one API server, vLLM's multi-process directory with several.
 
@@ -47,19 +46,15 @@ _GAUGES = tuple(s for s in metrics.SERIES if s.kind == "gauge")
 _WRAPPED = "__vab_carrier__"
 
 
-def _payload(scheduler: Any, last: dict[str, float]) -> dict[str, Any]:
-    """Counter increments since ``last`` (updated in place), gauges, and the
-    held-wait observations since the previous call (lists, one value per
-    request admitted: O(admitted) per step)."""
-    out: dict[str, Any] = {}
+def _payload(scheduler: Any, last: dict[str, float]) -> dict[str, float]:
+    """Counter increments since ``last`` (updated in place) and gauges."""
+    out: dict[str, float] = {}
     for series in _COUNTERS:
         total = float(getattr(scheduler, series.attr))
         out[series.attr] = total - last.get(series.attr, 0.0)
         last[series.attr] = total
     for series in _GAUGES:
         out[series.attr] = float(getattr(scheduler, series.attr))
-    seconds, steps = scheduler.balance_held_wait.take()
-    out["seconds"], out["steps"] = seconds, steps
     return out
 
 
@@ -96,7 +91,7 @@ def flush(engine: Any) -> None:
     engine.output_queue.put_nowait((0, EngineCoreOutputs(scheduler_stats=stats)))
 
 
-def pop_payload(scheduler_stats: Any) -> dict[str, Any] | None:
+def pop_payload(scheduler_stats: Any) -> dict[str, float] | None:
     """Take :data:`KEY` out of ``scheduler_stats.kv_connector_stats`` (None
     when the field is left empty, as vLLM's loggers expect without a KV
     connector)."""
@@ -124,7 +119,7 @@ def _stat_logger_class() -> type:
             self._metrics: dict[str, Any] | None = None
 
         def _create(self) -> dict[str, Any]:
-            from prometheus_client import Counter, Gauge, Histogram
+            from prometheus_client import Counter, Gauge
 
             created: dict[str, Any] = {}
             for series in _COUNTERS:
@@ -137,13 +132,6 @@ def _stat_logger_class() -> type:
                     series.help,
                     list(metrics.LABELS),
                     multiprocess_mode="mostrecent",
-                )
-            for series in metrics.HISTOGRAMS:
-                created[series.attr] = Histogram(
-                    series.name,
-                    series.help,
-                    list(metrics.LABELS),
-                    buckets=series.buckets,
                 )
             return created
 
@@ -170,10 +158,6 @@ def _stat_logger_class() -> type:
                 self._metrics[series.attr].labels(*labels).set(
                     payload.get(series.attr, 0.0)
                 )
-            for series in metrics.HISTOGRAMS:
-                histogram = self._metrics[series.attr].labels(*labels)
-                for value in payload.get(series.attr, ()):
-                    histogram.observe(value)
 
         def log_engine_initialized(self) -> None:
             pass
