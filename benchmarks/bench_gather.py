@@ -80,7 +80,10 @@ from vllm.config import ParallelConfig  # noqa: E402
 from vllm.v1.engine.core import DPEngineCoreProc  # noqa: E402
 
 from benchmarks import gather_rounds  # noqa: E402
-from vllm_ascend_balance.collectives import reduce_extremes  # noqa: E402
+from vllm_ascend_balance.collectives import (  # noqa: E402
+    gather_extremes,
+    reduce_extremes,
+)
 from vllm_ascend_balance.replay.model.cost import CostModel  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
@@ -150,22 +153,40 @@ def _rank_main(
         extremes: list[tuple[int, int]] = []
 
         def reduce_once() -> None:
-            extremes.append(reduce_extremes(holder, group, payload))
+            extremes.append(reduce_extremes(holder, group, payload)[:2])
+
+        # The opt-in rules' payload, [len(running), held, queued]: the same
+        # all_gather with a 3-element tensor per rank.
+        wide = type("Holder", (), {"balance_gathered": None})()
+
+        def flags_once() -> None:
+            gather_extremes(wide, group, payload, (rank % 2, 0))
 
         for _ in range(warmup):
             gather_once()
             sync_once()
             reduce_once()
+            flags_once()
         gc.collect()
         gc.freeze()
         gc.disable()  # no collection inside a timed call
-        times: dict[str, list[int]] = {"gather": [], "sync": [], "reduce": []}
-        fns = {"gather": gather_once, "sync": sync_once, "reduce": reduce_once}
+        times: dict[str, list[int]] = {
+            "gather": [],
+            "sync": [],
+            "reduce": [],
+            "flags": [],
+        }
+        fns = {
+            "gather": gather_once,
+            "sync": sync_once,
+            "reduce": reduce_once,
+            "flags": flags_once,
+        }
         clock = time.perf_counter_ns
         try:
             for block in range(max(calls // BLOCK, 1)):
-                names = ("gather", "sync", "reduce")
-                order = names[block % 3 :] + names[: block % 3]  # rotate
+                names = ("gather", "sync", "reduce", "flags")
+                order = names[block % 4 :] + names[: block % 4]  # rotate
                 for name in order:
                     fn, out = fns[name], times[name]
                     for _ in range(BLOCK):
@@ -190,6 +211,7 @@ def _rank_main(
                 "gather_us": statistics.median(times["gather"]) / 1e3,
                 "sync_us": statistics.median(times["sync"]) / 1e3,
                 "reduce_us": statistics.median(times["reduce"]) / 1e3,
+                "flags_us": statistics.median(times["flags"]) / 1e3,
                 "extremes": sorted(set(extremes)),
                 "samples": len(times["gather"]),
             }
@@ -309,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         gather_us = max(r["gather_us"] for r in results)
         sync_call_us = max(r["sync_us"] for r in results)
         reduce_us = max(r["reduce_us"] for r in results)
+        flags_us = max(r["flags_us"] for r in results)
         sync_step_us = sync_call_us / interval
         shares = "  ".join(f"{_pct(gather_us, ms):>11}" for ms in STEP_TIMES_MS)
         if dp_size > cores:
@@ -325,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sync_us_per_step": sync_step_us,
                 "gather_over_sync": gather_us / sync_step_us,
                 "all_reduce_max_us_per_step": reduce_us,
+                "flags_payload_us_per_step": flags_us,
                 "share_of_step": {
                     f"{ms:g} ms": gather_us / (ms * 1e3) for ms in STEP_TIMES_MS
                 },
@@ -336,6 +360,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{sync_step_us:>12.2f} {gather_us / sync_step_us:>10.1f}x  "
             f"{shares}  {note}".rstrip()
         )
+    print(
+        "opt-in rules' payload [len(running), held, queued] (all_gather of 3 "
+        "int64 per rank) against the contract's 1: "
+        + "; ".join(
+            f"DP {r['dp']} {r['flags_payload_us_per_step']:.1f} us vs "
+            f"{r['gather_us_per_step']:.1f} us "
+            f"({r['flags_payload_us_per_step'] / r['gather_us_per_step']:.2f}x)"
+            for r in rows
+        )
+    )
     step_ms = STEP_TIMES_MS[1]
     if fair:
         dp_size, gather_us, over_sync = fair[-1]

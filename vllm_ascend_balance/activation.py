@@ -38,7 +38,10 @@ from vllm_ascend_balance import ascend_steering, engine_chain, metrics, stats_ca
 from vllm_ascend_balance.config import (
     COLLECTIVE_SETTING,
     DEFAULT_COLLECTIVE,
+    DEFAULT_POLICY,
     MAX_FROZEN_SETTING,
+    MAX_HELD_SETTING,
+    POLICY_SETTING,
     SETTING,
     STALL_SETTING,
     BalanceConfigError,
@@ -113,6 +116,8 @@ class ActivationPlan:
         source: where the setting came from.
         scheduler_cls: the scheduler class the config would use without us.
         max_frozen_steps: the bounded-freeze setting (None = unbounded).
+        max_held_steps: the held-step bound (None = not set).
+        policy: the ``balance_policy`` setting.
         collective: the ``balance_collective`` setting.
         vllm_ascend: the installed vllm-ascend (``"vllm-ascend X.Y.Z"``),
             handed balance off wherever balance is requested
@@ -126,6 +131,8 @@ class ActivationPlan:
     source: str
     scheduler_cls: type | None = None
     max_frozen_steps: int | None = None
+    max_held_steps: int | None = None
+    policy: str = DEFAULT_POLICY
     collective: str = DEFAULT_COLLECTIVE
     vllm_ascend: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -159,6 +166,8 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         False,
         setting.source,
         max_frozen_steps=setting.max_frozen_steps,
+        max_held_steps=setting.max_held_steps,
+        policy=setting.policy,
         collective=setting.collective,
     )
     if not setting.enabled:
@@ -203,13 +212,21 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             f"whose schedule() calls super().schedule(), or unset --scheduler-cls"
         )
     plan.active = True
-    bound = setting.max_frozen_steps
+    bound, held = setting.max_frozen_steps, setting.max_held_steps
     plan.notes.append(
-        "freeze unbounded (leader at cap freezes every rank until it drains)"
+        f"freeze bounded: after {held} consecutive frozen steps that held a "
+        f"request the gate opens for one step ({MAX_HELD_SETTING})"
+        if held is not None
+        else "freeze unbounded (leader at cap freezes every rank until it drains)"
         if bound is None
         else f"freeze bounded: after {bound} consecutive frozen steps the gate "
         f"opens for one step ({MAX_FROZEN_SETTING})"
     )
+    if setting.policy != DEFAULT_POLICY:
+        plan.notes.append(
+            f"policy {setting.policy}: freeze only while a rank at the cap has "
+            f"requests waiting ({POLICY_SETTING})"
+        )
     stall = setting.stall_warning_s
     plan.notes.append(
         "stall warning off"
@@ -232,21 +249,40 @@ def compose_scheduler(
     base: type,
     max_frozen_steps: int | None = None,
     collective: str = DEFAULT_COLLECTIVE,
+    max_held_steps: int | None = None,
+    policy: str = DEFAULT_POLICY,
 ) -> type:
     """``base`` with :class:`BalanceSchedulerMixin` in front, bounded by
-    ``max_frozen_steps``, exchanging by ``collective`` (one class per
-    combination, so every engine core of a process gets the very same
-    class)."""
-    return _compose_scheduler(base, max_frozen_steps, collective)
+    ``max_frozen_steps`` or ``max_held_steps`` (at most one), freezing by
+    ``policy``, exchanging by ``collective`` (one class per combination, so
+    every engine core of a process gets the very same class).
+
+    Raises:
+        ValueError: both bounds given (the setting reader refuses that
+            earlier, naming the keys).
+    """
+    if max_frozen_steps is not None and max_held_steps is not None:
+        raise ValueError("compose_scheduler: give max_frozen_steps or max_held_steps")
+    return _compose_scheduler(
+        base, max_frozen_steps, collective, max_held_steps, policy
+    )
 
 
 @functools.cache
 def _compose_scheduler(
-    base: type, max_frozen_steps: int | None, collective: str
+    base: type,
+    max_frozen_steps: int | None,
+    collective: str,
+    max_held_steps: int | None,
+    policy: str,
 ) -> type:
     namespace: dict[str, Any] = {"__module__": __name__}
     if max_frozen_steps is not None:
         namespace["balance_max_frozen_steps"] = max_frozen_steps
+    if max_held_steps is not None:
+        namespace["balance_max_held_steps"] = max_held_steps
+    if policy != DEFAULT_POLICY:
+        namespace["balance_policy"] = policy
     if collective != DEFAULT_COLLECTIVE:
         namespace["balance_collective"] = collective
     return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), namespace)
@@ -276,7 +312,11 @@ def run_engine_core(
         assert plan.scheduler_cls is not None
         install_gather_hook(engine_core_mod.DPEngineCoreProc)
         vllm_config.scheduler_config.scheduler_cls = compose_scheduler(
-            plan.scheduler_cls, plan.max_frozen_steps, plan.collective
+            plan.scheduler_cls,
+            plan.max_frozen_steps,
+            plan.collective,
+            plan.max_held_steps,
+            plan.policy,
         )
         notes = "; ".join(
             plan.notes

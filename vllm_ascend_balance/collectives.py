@@ -21,6 +21,15 @@ function of that decision sequence alone) and the smallest (for the
 
 Both return the same ``(max, min)`` for the same contributions, so the gate
 decides the same on either (``tests/test_collectives.py``).
+
+With ``balance_max_held_steps`` or ``balance_policy: "queued_leader"``
+each rank also contributes two 0/1 flags, "I hold a request" (WAITING
+non-empty, ``len(running)`` below the cap) and "I am at the cap with
+requests waiting", and both exchanges return, per flag, whether any rank
+set it: the all-gather's payload grows to ``[len(running), held, queued]``
+(shape ``(3,)`` per rank), the log-depth exchange's to ``[len, -len, held,
+queued]`` (MAX of a 0/1 flag is "any"). Without those settings the payload
+is the contract's, unchanged.
 """
 
 from __future__ import annotations
@@ -31,8 +40,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-#: ``(scheduler, group, local) -> (max, min)`` over the group.
-Exchange = Callable[[Any, Any, int], tuple[int, int]]
+#: ``(scheduler, group, local, flags) -> (max, min, any of each flag)`` over
+#: the group; ``flags`` empty = the contract's payload.
+Exchange = Callable[[Any, Any, int, tuple[int, ...]], tuple[int, int, tuple[bool, ...]]]
 #: In-place ``combine(mine, received)`` of the log-depth exchange.
 Combine = Callable[[torch.Tensor, torch.Tensor], Any]
 
@@ -55,21 +65,35 @@ def rounds(collective: str, size: int) -> int:
     return len(dissemination_peers(0, size))
 
 
-def gather_extremes(scheduler: Any, group: Any, local: int) -> tuple[int, int]:
+def gather_extremes(
+    scheduler: Any, group: Any, local: int, flags: tuple[int, ...] = ()
+) -> tuple[int, int, tuple[bool, ...]]:
     """The contract: all-gather ``local`` into ``scheduler.balance_gathered``
-    (index = DP rank). The receive buffer is sized from the group at every
-    call, so a group replaced at run time keeps working."""
+    (index = DP rank; shape ``(dp_size,)``, or ``(dp_size, 1 + len(flags))``
+    with the flags as the further columns). The receive buffer is sized from
+    the group at every call, so a group replaced at run time keeps working."""
     size = group.size()
+    width = 1 + len(flags)
+    shape = (size,) if width == 1 else (size, width)
     gathered = scheduler.balance_gathered
-    if gathered is None or gathered.numel() != size:
-        gathered = scheduler.balance_gathered = torch.zeros(size, dtype=torch.int64)
-        scheduler._balance_slots = list(gathered.split(1))
-        scheduler._balance_local = torch.zeros(1, dtype=torch.int64)
+    if gathered is None or tuple(gathered.shape) != shape:
+        gathered = scheduler.balance_gathered = torch.zeros(shape, dtype=torch.int64)
+        # Views of one buffer: max()/min() then read every slot at once.
+        scheduler._balance_slots = (
+            list(gathered.split(1)) if width == 1 else list(gathered.unbind(0))
+        )
+        scheduler._balance_local = torch.zeros(width, dtype=torch.int64)
     scheduler._balance_local[0] = local
+    for i, flag in enumerate(flags, 1):
+        scheduler._balance_local[i] = flag
     # The list form (as vllm-ascend uses) works on gloo and HCCL alike and
-    # is not deprecated; the slots are views, so max()/min() read them all.
+    # is not deprecated.
     dist.all_gather(scheduler._balance_slots, scheduler._balance_local, group=group)
-    return int(gathered.max()), int(gathered.min())
+    if width == 1:
+        return int(gathered.max()), int(gathered.min()), ()
+    running = gathered[:, 0]
+    anyone = tuple(bool(x) for x in gathered[:, 1:].amax(dim=0).tolist())
+    return int(running.max()), int(running.min()), anyone
 
 
 def _combine_max(mine: torch.Tensor, received: torch.Tensor) -> None:
@@ -77,20 +101,27 @@ def _combine_max(mine: torch.Tensor, received: torch.Tensor) -> None:
 
 
 def reduce_extremes(
-    scheduler: Any, group: Any, local: int, combine: Combine = _combine_max
-) -> tuple[int, int]:
-    """Opt-in: ``[max, -min]`` by MAX over the dissemination rounds, on the
-    group's own point-to-point ``send``/``recv`` (no global rank needed, so
-    it works on vLLM's stateless DP group). ``combine`` exists for the
-    tests' negative controls only."""
+    scheduler: Any,
+    group: Any,
+    local: int,
+    flags: tuple[int, ...] = (),
+    combine: Combine = _combine_max,
+) -> tuple[int, int, tuple[bool, ...]]:
+    """Opt-in: ``[max, -min, *flags]`` by MAX over the dissemination rounds,
+    on the group's own point-to-point ``send``/``recv`` (no global rank
+    needed, so it works on vLLM's stateless DP group). ``combine`` exists
+    for the tests' negative controls only."""
+    width = 2 + len(flags)
     pair = getattr(scheduler, "_balance_pair", None)
-    if pair is None:
+    if pair is None or pair[0].numel() != width:
         pair = scheduler._balance_pair = (
-            torch.zeros(2, dtype=torch.int64),
-            torch.zeros(2, dtype=torch.int64),
+            torch.zeros(width, dtype=torch.int64),
+            torch.zeros(width, dtype=torch.int64),
         )
     mine, inbox = pair
     mine[0], mine[1] = local, -local
+    for i, flag in enumerate(flags, 2):
+        mine[i] = flag
     for tag, (send_to, receive_from) in enumerate(
         dissemination_peers(group.rank(), group.size())
     ):
@@ -103,7 +134,8 @@ def reduce_extremes(
         sent.wait()
         received.wait()
         combine(mine, inbox)
-    return int(mine[0]), -int(mine[1])
+    anyone = tuple(bool(x) for x in mine[2:].tolist())
+    return int(mine[0]), -int(mine[1]), anyone
 
 
 EXCHANGES: dict[str, Exchange] = {

@@ -31,6 +31,14 @@ silently ignored.
 - ``balance_max_frozen_steps``: the opt-in bound against starvation (a
   positive JSON integer N; absent or null = the unbounded contract): after N
   consecutive frozen gathers the gate opens for one step (a "fail-open" step).
+- ``balance_max_held_steps``: the opt-in held-step bound (a positive JSON
+  integer N; instead of ``balance_max_frozen_steps``, never with it): the
+  same fail-open, after N consecutive frozen gathers on which some rank held
+  a request (WAITING non-empty, below the cap); frozen gathers that hold
+  nothing do not count (:class:`~vllm_ascend_balance.scheduler.BalanceSchedulerMixin`).
+- ``balance_policy``: ``"leader_at_cap"`` (absent or null: the contract,
+  a leader at the cap freezes every rank) or ``"queued_leader"`` (freeze
+  only while a rank at the cap has requests waiting; opt-in).
 - ``balance_stall_warning_s``: seconds (a positive JSON number; ``0`` turns
   it off; absent or null = :data:`DEFAULT_STALL_WARNING_S`): a rank whose
   gather has waited that long for its peers logs a warning, repeated at that
@@ -89,16 +97,23 @@ DEFAULT_STALL_WARNING_S = 60.0
 #: first is the contract's all-gather of ``len(running)``.
 COLLECTIVES = ("all_gather", "all_reduce_max")
 DEFAULT_COLLECTIVE = COLLECTIVES[0]
+#: The freeze conditions the gate implements; the first is the contract.
+POLICIES = ("leader_at_cap", "queued_leader")
+DEFAULT_POLICY = POLICIES[0]
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 #: The options, with an example value each (for refusals' examples).
 OPTIONS: dict[str, Any] = {
     "balance_max_frozen_steps": 64,
+    "balance_max_held_steps": 64,
+    "balance_policy": "queued_leader",
     "balance_stall_warning_s": 60,
     "balance_collective": "all_reduce_max",
 }
 #: Every key this package reads next to a switch.
 KEYS = (SWITCH, *OPTIONS)
 MAX_FROZEN_SETTING = f"{NESTED}.balance_max_frozen_steps"
+MAX_HELD_SETTING = f"{NESTED}.balance_max_held_steps"
+POLICY_SETTING = f"{NESTED}.balance_policy"
 STALL_SETTING = f"{NESTED}.balance_stall_warning_s"
 COLLECTIVE_SETTING = f"{NESTED}.balance_collective"
 
@@ -115,6 +130,7 @@ def example(key: str = SWITCH, where: str = NESTED) -> str:
 
 ENABLE_EXAMPLE = example()
 MAX_FROZEN_EXAMPLE = example("balance_max_frozen_steps")
+MAX_HELD_EXAMPLE = example("balance_max_held_steps")
 COLLECTIVE_EXAMPLE = example("balance_collective")
 STALL_EXAMPLE = example("balance_stall_warning_s")
 
@@ -135,6 +151,10 @@ class BalanceSetting:
         max_frozen_steps: ``balance_max_frozen_steps``, the most consecutive
             frozen gathers before a fail-open step; None = unbounded (the
             contract as it is).
+        max_held_steps: ``balance_max_held_steps``, the most consecutive
+            frozen gathers that held a request before a fail-open step;
+            None = not set. Never set together with ``max_frozen_steps``.
+        policy: ``balance_policy``, one of :data:`POLICIES`.
         stall_warning_s: ``balance_stall_warning_s``, seconds a gather may
             wait for its peers before the rank warns (and again every as
             many seconds); None = off.
@@ -144,6 +164,8 @@ class BalanceSetting:
     enabled: bool
     source: str
     max_frozen_steps: int | None = None
+    max_held_steps: int | None = None
+    policy: str = DEFAULT_POLICY
     stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
     collective: str = DEFAULT_COLLECTIVE
 
@@ -191,6 +213,28 @@ def _max_frozen_steps(value: Any, where: str) -> int | None:
     return value
 
 
+def _max_held_steps(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BalanceConfigError(
+            f"{where}.balance_max_held_steps must be a positive JSON integer "
+            f"(consecutive frozen steps holding a request before the gate opens "
+            f"for one step), got {_shown(value)}: use e.g. "
+            f"{example('balance_max_held_steps', where)}, or remove the key"
+        )
+    return value
+
+
+def _one_bound(frozen: int | None, held: int | None, where: str) -> None:
+    if frozen is not None and held is not None:
+        raise BalanceConfigError(
+            f"{where} sets both balance_max_frozen_steps and "
+            f"balance_max_held_steps: they are two bounds of the same fail-open, "
+            f"keep one (e.g. {example('balance_max_held_steps')})"
+        )
+
+
 def _stall_warning_s(value: Any, where: str) -> float | None:
     if value is None:
         return DEFAULT_STALL_WARNING_S
@@ -223,8 +267,23 @@ def _collective(value: Any, where: str) -> str:
     return str(value)
 
 
+def _policy(value: Any, where: str) -> str:
+    if value is None:
+        return DEFAULT_POLICY
+    if value not in POLICIES:
+        raise BalanceConfigError(
+            f"{where}.balance_policy must be one of "
+            f"{', '.join(_shown(p) for p in POLICIES)}, got {_shown(value)}: "
+            f"use e.g. {example('balance_policy', where)}, or remove the key "
+            f"for the contract (leader_at_cap)"
+        )
+    return str(value)
+
+
 _READERS: dict[str, Callable[[Any, str], Any]] = {
+    "balance_policy": _policy,
     "balance_max_frozen_steps": _max_frozen_steps,
+    "balance_max_held_steps": _max_held_steps,
     "balance_stall_warning_s": _stall_warning_s,
     "balance_collective": _collective,
 }
@@ -395,10 +454,17 @@ def read_user_setting(
         key: _READERS[key](value, where)
         for key, (where, value) in _options(additional, sched).items()
     }
+    frozen, held = (
+        values.get("balance_max_frozen_steps"),
+        values.get("balance_max_held_steps"),
+    )
+    _one_bound(frozen, held, TOP)
     return BalanceSetting(
         True,
         source,
-        max_frozen_steps=values.get("balance_max_frozen_steps"),
+        max_frozen_steps=frozen,
+        max_held_steps=held,
+        policy=values.get("balance_policy", DEFAULT_POLICY),
         stall_warning_s=values.get("balance_stall_warning_s", DEFAULT_STALL_WARNING_S),
         collective=values.get("balance_collective", DEFAULT_COLLECTIVE),
     )
@@ -417,10 +483,15 @@ def _read_carried(carried: Any) -> BalanceSetting:
         )
     enabled = _require_bool(carried.get("enabled", False), f"{where}.enabled")
     stall = carried.get("stall_warning_s", DEFAULT_STALL_WARNING_S)
+    frozen = _max_frozen_steps(carried.get("max_frozen_steps"), where)
+    held = _max_held_steps(carried.get("max_held_steps"), where)
+    _one_bound(frozen, held, where)
     return BalanceSetting(
         enabled,
         str(carried.get("source", where)),
-        max_frozen_steps=_max_frozen_steps(carried.get("max_frozen_steps"), where),
+        max_frozen_steps=frozen,
+        max_held_steps=held,
+        policy=_policy(carried.get("policy"), where),
         stall_warning_s=None if stall is None else _stall_warning_s(stall, where),
         collective=_collective(carried.get("collective"), where),
     )

@@ -305,7 +305,12 @@ def run(args: argparse.Namespace) -> int:
     from vllm_ascend_balance import ascend_steering
     from vllm_ascend_balance.activation import has_seam, plan_activation
     from vllm_ascend_balance.ascend_steering import steer_vllm_config
-    from vllm_ascend_balance.config import MAX_FROZEN_SETTING, BalanceConfigError
+    from vllm_ascend_balance.config import (
+        MAX_FROZEN_SETTING,
+        MAX_HELD_SETTING,
+        POLICY_SETTING,
+        BalanceConfigError,
+    )
     from vllm_ascend_balance.scheduler import SEAM
 
     print(f"seam present:          {has_seam()} (Scheduler.{SEAM})")
@@ -333,11 +338,15 @@ def run(args: argparse.Namespace) -> int:
         # plan_activation refuses a scheduler_cls the gate cannot reach.
         print(f"gate reaches seam:     yes (Scheduler.{SEAM})")
     if plan.requested:
-        bound = plan.max_frozen_steps
-        print(
-            f"freeze bound:          {'unbounded' if bound is None else bound} "
-            f"({MAX_FROZEN_SETTING})"
-        )
+        bound, held = plan.max_frozen_steps, plan.max_held_steps
+        if held is not None:
+            print(f"freeze bound:          {held} held steps ({MAX_HELD_SETTING})")
+        else:
+            print(
+                f"freeze bound:          {'unbounded' if bound is None else bound} "
+                f"({MAX_FROZEN_SETTING})"
+            )
+        print(f"freeze policy:         {plan.policy} ({POLICY_SETTING})")
     print(f"would activate:        {plan.active}")
     for note in plan.notes:
         print(f"  - {note}")

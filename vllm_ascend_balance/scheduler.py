@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from vllm_ascend_balance.collectives import EXCHANGES
-from vllm_ascend_balance.config import DEFAULT_COLLECTIVE
+from vllm_ascend_balance.config import DEFAULT_COLLECTIVE, DEFAULT_POLICY
 from vllm_ascend_balance.logger import init_logger
 
 if TYPE_CHECKING:
@@ -70,14 +70,36 @@ class BalanceSchedulerMixin:
     0 on every member: a rank joining the new group starts with no history,
     so resetting is the only state all members can share.
 
+    Opt-in rules, each a function of the gathered payload, which then
+    grows to ``[len(running), held, queued]`` (0/1 flags; shape per rank
+    ``(3,)``, :mod:`~vllm_ascend_balance.collectives`):
+
+    - held-step bound (:attr:`balance_max_held_steps` = N, instead of the
+      frozen bound): the same fail-open, but the run counts only frozen
+      gathers on which some rank *held* a request (WAITING non-empty,
+      ``len(running)`` below the cap); a frozen gather that holds nothing
+      neither counts nor restarts the run. No request waits behind the gate
+      more than N consecutive frozen steps.
+    - ``queued_leader`` (:attr:`balance_policy`): freeze only while some
+      rank at the cap has requests *queued* (WAITING non-empty). A leader
+      at the cap with nothing waiting has no admission to align the others
+      with, so holding them only costs their TTFT (docs/peer-policies.md).
+
     Attributes:
         dp_group: the DP ``ProcessGroup`` (gloo/HCCL), injected by the engine.
         balance_gathered: last gathered running counts, int64 tensor of shape
-            ``(dp_size,)``, index = DP rank; None before the first gather
-            (and always with ``"all_reduce_max"``, which gathers no vector).
+            ``(dp_size,)``, index = DP rank (with the
+            opt-in rules: ``(dp_size, 3)``, the flags in columns 1-2); None before
+            the first gather (and always with ``"all_reduce_max"``, which
+            gathers no vector).
         balance_frozen: whether admission from WAITING is frozen this step.
         balance_max_frozen_steps: the bound N, or None (unbounded contract);
             a class attribute set by activation.
+        balance_max_held_steps: the held-step bound N, or None; a class
+            attribute set by activation (never together with the frozen
+            bound).
+        balance_policy: ``"leader_at_cap"`` (the contract) or
+            ``"queued_leader"``; a class attribute set by activation.
         balance_collective: how the group's max/min running count is
             learnt (:mod:`~vllm_ascend_balance.collectives`): ``"all_gather"``
             (the contract) or the opt-in log-depth ``"all_reduce_max"``; a
@@ -97,6 +119,8 @@ class BalanceSchedulerMixin:
     balance_gathered: torch.Tensor | None = None
     balance_frozen: bool = False
     balance_max_frozen_steps: ClassVar[int | None] = None
+    balance_max_held_steps: ClassVar[int | None] = None
+    balance_policy: ClassVar[str] = DEFAULT_POLICY
     balance_collective: ClassVar[str] = DEFAULT_COLLECTIVE
     balance_frozen_run: int = 0
     balance_gathers: int = 0
@@ -128,21 +152,19 @@ class BalanceSchedulerMixin:
             self._balance_group = group
             self.balance_frozen_run = 0
         exchange = EXCHANGES[self.balance_collective]
+        cap = admission_cap(self)
+        running, flags = self.admission_payload()
         start = time.perf_counter()
-        leader, lowest = exchange(self, group, len(self.running))  # type: ignore[attr-defined]
+        leader, lowest, anyone = exchange(self, group, running, flags)
         elapsed = time.perf_counter() - start
         self._balance_check_frozen_step()
-        frozen = leader == admission_cap(self)
-        if frozen:
-            bound = self.balance_max_frozen_steps
-            if bound is not None and self.balance_frozen_run >= bound:
-                frozen = False
-                self.balance_fail_opens += 1
-                self.balance_frozen_run = 0
-            else:
-                self.balance_frozen_run += 1
-        else:
+        held, queued = anyone or (False, False)
+        gate = leader == cap
+        if self.balance_policy == "queued_leader":
+            gate = queued
+        if not gate:
             self.balance_frozen_run = 0
+        frozen = gate and self._balance_keep_frozen(held)
         self.balance_frozen = frozen
         self._balance_held = (
             {
@@ -161,6 +183,37 @@ class BalanceSchedulerMixin:
         self.balance_last_gather_s = elapsed
         self.balance_gather_seconds += elapsed
         self.balance_spread = leader - lowest
+
+    def admission_payload(self) -> tuple[int, tuple[int, ...]]:
+        """What this rank contributes to the gather: ``len(running)`` and,
+        where an opt-in rule needs them, its flags ``(held, queued)``: 1 if
+        WAITING is non-empty with ``len(running)`` below, resp. at, the
+        cap."""
+        running = len(self.running)  # type: ignore[attr-defined]
+        if (
+            self.balance_max_held_steps is None
+            and self.balance_policy == DEFAULT_POLICY
+        ):
+            return running, ()
+        waiting = bool(self.waiting)  # type: ignore[attr-defined]
+        below = running < admission_cap(self)
+        return running, (int(waiting and below), int(waiting and not below))
+
+    def _balance_keep_frozen(self, held: bool) -> bool:
+        """The bound's verdict on a gather that found the leader at the cap:
+        False opens the gate for this step (a fail-open). A function of the
+        gathered values and the class's bound alone, so every rank agrees."""
+        bound, counts = self.balance_max_frozen_steps, True
+        if self.balance_max_held_steps is not None:
+            bound, counts = self.balance_max_held_steps, held
+        if not counts:
+            return True
+        if bound is not None and self.balance_frozen_run >= bound:
+            self.balance_fail_opens += 1
+            self.balance_frozen_run = 0
+            return False
+        self.balance_frozen_run += 1
+        return True
 
     def _balance_check_frozen_step(self) -> None:
         """The run-time tripwire, run at each gather (off the ``schedule()``

@@ -11,6 +11,15 @@ every other one is compared with:
   ``prefill_schedule_interval=N`` (admit new prefills once every N engine
   steps, aligned across DP ranks), balance off;
 - ``on+interval:N``: both.
+- ``on+max-frozen:N``: balance on with ``balance_max_frozen_steps=N`` (the
+  bounded freeze; ``on+max-frozen:64`` is the setting docs/operating.md
+  recommends);
+- ``on+max-held:N``: balance on with ``balance_max_held_steps=N`` (the
+  held-step bound);
+- ``on+queued-leader``: balance on with ``balance_policy:
+  "queued_leader"``, combinable with a bound
+  (``on+queued-leader+max-held:64``, the opt-in rule docs/peer-policies.md
+  recommends).
 - peer policies (``--engine sim`` only; :mod:`.peers`): another project's
   DP admission rule through the same seam, balance off:
   ``sglang-delayer[:N[:W]]`` (SGLang's PrefillDelayer),
@@ -25,7 +34,9 @@ twice gets a ``'`` per repetition in its label (``off``, ``off'``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 
@@ -49,18 +60,48 @@ class Mode:
             default).
         peer: a peer policy's ``--mode`` entry (e.g. ``sglang-delayer:30``),
             or None.
+        max_frozen_steps: ``balance_max_frozen_steps`` for this mode, or
+            None (then ``--balance-max-frozen-steps`` applies).
+        max_held_steps: ``balance_max_held_steps`` for this mode, or None.
+        policy: ``balance_policy`` for this mode, or None (the contract).
     """
 
     label: str
     balance: bool = False
     prefill_schedule_interval: int | None = None
     peer: str | None = None
+    max_frozen_steps: int | None = None
+    max_held_steps: int | None = None
+    policy: str | None = None
 
     @property
-    def config(self) -> tuple[bool, int | None, str | None]:
+    def config(self) -> tuple[Any, ...]:
         """What the deployment gets (two modes with the same ``config`` are
         an A/A pair)."""
-        return self.balance, self.prefill_schedule_interval, self.peer
+        return (
+            self.balance,
+            self.prefill_schedule_interval,
+            self.peer,
+            self.max_frozen_steps,
+            self.max_held_steps,
+            self.policy,
+        )
+
+    def bounds(self, max_frozen_steps: int | None) -> dict[str, Any]:
+        """The option keys of the balance ``scheduler_config`` for this mode
+        (bound, policy), with ``max_frozen_steps``
+        (``--balance-max-frozen-steps``) where the mode sets no bound of its
+        own; empty with balance off."""
+        if not self.balance:
+            return {}
+        keys: dict[str, Any] = {}
+        if self.policy is not None:
+            keys["balance_policy"] = self.policy
+        if self.max_held_steps is not None:
+            keys["balance_max_held_steps"] = self.max_held_steps
+        elif (frozen := self.max_frozen_steps or max_frozen_steps) is not None:
+            keys["balance_max_frozen_steps"] = frozen
+        return keys
 
 
 def _peer(text: str) -> Mode:
@@ -84,26 +125,44 @@ def _one(text: str) -> Mode:
             f"its own mode, e.g. --mode off,on,{text.split('+')[-1]}"
         )
     balance = False
-    interval: int | None = None
+    policy: str | None = None
+    numbers: dict[str, int] = {}
     for part in text.split("+"):
+        name, _, value = part.partition(":")
         if part == "on":
             balance = True
+        elif part == "queued-leader":
+            policy = "queued_leader"
         elif part == "off" and text == "off":
             pass
-        elif part.startswith("interval:"):
-            value = part.removeprefix("interval:")
+        elif name in ("interval", "max-frozen", "max-held") and part != name:
             if not value.isdigit() or int(value) < 1:
                 raise ModeError(
-                    f"--mode {text}: interval:N needs an integer N >= 1, got {value!r}"
+                    f"--mode {text}: {name}:N needs an integer N >= 1, got {value!r}"
                 )
-            interval = int(value)
+            numbers[name] = int(value)
         else:
             raise ModeError(
                 f"--mode: unknown mode {text!r} (use off, on, interval:N, "
-                f"on+interval:N, a peer policy such as sglang-delayer:30, or "
+                f"on+interval:N, on+max-frozen:N, on+max-held:N, "
+                f"on+queued-leader, a peer policy such as sglang-delayer:30, or "
                 f"the shorthands both, aa)"
             )
-    return Mode(text, balance, interval)
+    if not balance and (policy or "max-frozen" in numbers or "max-held" in numbers):
+        raise ModeError(f"--mode {text}: this needs balance on, e.g. on+{text}")
+    if "max-frozen" in numbers and "max-held" in numbers:
+        raise ModeError(
+            f"--mode {text}: max-frozen and max-held are two bounds of one "
+            f"fail-open; keep one"
+        )
+    return Mode(
+        text,
+        balance,
+        numbers.get("interval"),
+        max_frozen_steps=numbers.get("max-frozen"),
+        max_held_steps=numbers.get("max-held"),
+        policy=policy,
+    )
 
 
 def parse_modes(text: str) -> list[Mode]:
@@ -124,7 +183,5 @@ def parse_modes(text: str) -> list[Mode]:
     for name in names:
         mode = _one(name)
         taken = sum(m.label.rstrip("'") == mode.label for m in modes)
-        modes.append(
-            Mode(mode.label + "'" * taken, mode.balance, mode.config[1], mode.peer)
-        )
+        modes.append(dataclasses.replace(mode, label=mode.label + "'" * taken))
     return modes

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.modes import Mode
@@ -98,8 +99,10 @@ class RankRequest:
 @dataclass(frozen=True)
 class GatherRecord:
     """One balance gather of one rank: ``n`` (gathers so far), ``local``
-    (this rank's ``len(running)`` sent), ``gathered`` (index = DP rank),
-    ``frozen`` (the decision), ``cap``."""
+    (this rank's ``len(running)`` sent), ``gathered`` (the running counts,
+    index = DP rank), ``frozen`` (the decision), ``cap``, and ``flags``:
+    each rank's ``[held, queued]`` where an opt-in rule gathers them, else
+    None."""
 
     rank: int
     n: int
@@ -107,6 +110,15 @@ class GatherRecord:
     gathered: list[int]
     frozen: bool
     cap: int
+    flags: list[list[int]] | None = None
+
+
+def split_gathered(gathered: Any) -> tuple[list[int], list[list[int]] | None]:
+    """``balance_gathered`` (shape ``(dp,)`` or ``(dp, 3)``) as the running
+    counts and the flag rows (None for the contract's payload)."""
+    if gathered.dim() == 1:
+        return [int(x) for x in gathered.tolist()], None
+    return [int(x) for x in gathered[:, 0].tolist()], gathered[:, 1:].tolist()
 
 
 @dataclass(frozen=True)

@@ -64,9 +64,10 @@ def engine_args(options: ReplayOptions, mode: Mode, run_dir: Path, model: Path) 
                 f"prefill_schedule_interval; use a vLLM that has it"
             )
         extra["prefill_schedule_interval"] = mode.prefill_schedule_interval
-    scheduler_config: dict[str, Any] = {"enable_balance_scheduling": mode.balance}
-    if mode.balance and options.balance_max_frozen_steps is not None:
-        scheduler_config["balance_max_frozen_steps"] = options.balance_max_frozen_steps
+    scheduler_config: dict[str, Any] = {
+        "enable_balance_scheduling": mode.balance,
+        **mode.bounds(options.balance_max_frozen_steps),
+    }
     # KV cache: room for every running request at full length, so the
     # replay never preempts (preemption is not what is being compared).
     settings = ReplaySettings(

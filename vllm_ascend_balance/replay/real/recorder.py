@@ -27,6 +27,7 @@ from vllm_ascend_balance.replay.records import (
     RankRequest,
     RankStart,
     RankStep,
+    split_gathered,
 )
 from vllm_ascend_balance.scheduler import admission_cap
 
@@ -126,15 +127,16 @@ class RecordingSchedulerMixin:
         executor = type(self).replay_executor
         if executor is None or getattr(self, "balance_gathers", 0) == gathers_before:
             return  # no group yet: nothing was gathered
-        gathered = self.balance_gathered  # type: ignore[attr-defined]
+        vector, flags = split_gathered(self.balance_gathered)  # type: ignore[attr-defined]
         executor.recorder.write(
             GatherRecord(
                 rank=executor.dp_rank,
                 n=self.balance_gathers,  # type: ignore[attr-defined]
                 local=local,
-                gathered=[int(x) for x in gathered.tolist()],
+                gathered=vector,
                 frozen=bool(self.balance_frozen),  # type: ignore[attr-defined]
                 cap=admission_cap(self),
+                flags=flags,
             )
         )
 

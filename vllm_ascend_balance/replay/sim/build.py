@@ -128,7 +128,11 @@ def scheduler_class(vllm_config: Any) -> type:
     # Releases of this package with the bounded freeze compose with the
     # bound read from the same config (activation's plan carries it).
     bound = getattr(plan, "max_frozen_steps", None)
+    held = getattr(plan, "max_held_steps", None)
+    policy = getattr(plan, "policy", None)
     compose: Any = compose_scheduler
+    if held is not None or policy not in (None, "leader_at_cap"):
+        return compose(base, bound, max_held_steps=held, policy=policy)
     return compose(base) if bound is None else compose(base, bound)
 
 

@@ -21,6 +21,7 @@ behaviour: same vector on every rank, one gather per active step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -34,8 +35,10 @@ class GatherBoard:
     """The values every rank contributes to the current gather.
 
     Attributes:
-        vector: int64 tensor of shape ``(dp_size,)``; index = DP rank.
-        values: the same values as a Python list (cheap to compare).
+        vector: int64 tensor of shape ``(dp_size,)``, or ``(dp_size, 3)``
+            where the ranks contribute flags too; index = DP rank.
+        values: each rank's ``len(running)`` as a Python list.
+        rows: each rank's whole contribution, as tuples.
         gathers: gathers completed per rank.
     """
 
@@ -43,12 +46,18 @@ class GatherBoard:
         self.dp_size = dp_size
         self.vector = torch.zeros(dp_size, dtype=torch.int64)
         self.values: list[int] = [0] * dp_size
+        self.rows: list[tuple[int, ...]] = [(0,)] * dp_size
         self.gathers: list[int] = [0] * dp_size
 
-    def post(self, values: list[int]) -> None:
-        """Every rank's contribution to the next gather, index = DP rank."""
-        self.values = values
-        self.vector.copy_(torch.tensor(values, dtype=torch.int64))
+    def post(self, payloads: Sequence[int | tuple[int, tuple[int, ...]]]) -> None:
+        """Every rank's contribution to the next gather, index = DP rank:
+        ``BalanceSchedulerMixin.admission_payload()`` of each, or a bare
+        ``len(running)``."""
+        pairs = [p if isinstance(p, tuple) else (p, ()) for p in payloads]
+        self.values = [running for running, _ in pairs]
+        self.rows = [(running, *flags) for running, flags in pairs]
+        vector = torch.tensor(self.rows, dtype=torch.int64)
+        self.vector = vector[:, 0] if vector.shape[1] == 1 else vector
 
 
 class BoardGroup:
@@ -79,24 +88,28 @@ class BoardGroup:
     ) -> None:
         board = self.board
         (slots,), (local,) = output_tensor_lists, input_tensor_list
-        if int(local[0]) != board.values[self.dp_rank]:
+        sent = tuple(int(x) for x in local.reshape(-1))
+        if sent != board.rows[self.dp_rank]:
+            shown = [
+                row[0] if len(row) == 1 else list(row)
+                for row in (sent, board.rows[self.dp_rank])
+            ]
             raise RuntimeError(
-                f"simulated DP rank {self.dp_rank} sends {int(local[0])} but "
-                f"{board.values[self.dp_rank]} was posted for it"
+                f"simulated DP rank {self.dp_rank} sends {shown[0]} but "
+                f"{shown[1]} was posted for it"
             )
-        # The mixin's slots are views of one buffer (``gathered.split(1)``):
-        # one copy into that buffer fills them all, keeping a step O(N).
+        # The mixin's slots are views of one buffer: one copy into that
+        # buffer fills them all, keeping a step O(N).
         base = slots[0]._base
         if (
             base is not None
-            and base.numel() == len(slots)
+            and base.numel() == board.vector.numel()
             and slots[0].data_ptr() == base.data_ptr()
-            and slots[-1].data_ptr() == base[-1:].data_ptr()
         ):
-            base.copy_(board.vector)
+            base.copy_(board.vector.view_as(base))
         else:
-            for slot, value in zip(slots, board.vector.split(1), strict=True):
-                slot.copy_(value)
+            for slot, row in zip(slots, board.vector.unbind(0), strict=True):
+                slot.copy_(row.reshape(slot.shape))
         board.gathers[self.dp_rank] += 1
         return None
 

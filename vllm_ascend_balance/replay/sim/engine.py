@@ -118,7 +118,7 @@ class SimEngine:
                 mode.balance,
                 requests,
                 sim_options(options, mode),
-                balance_max_frozen_steps=options.balance_max_frozen_steps,
+                bounds=mode.bounds(options.balance_max_frozen_steps),
                 peer=mode.peer,
                 progress=bar.update if bar is not None else None,
             )

@@ -28,6 +28,7 @@ from vllm_ascend_balance.replay.records import (
     RankRequest,
     RankStart,
     RankStep,
+    split_gathered,
 )
 from vllm_ascend_balance.replay.sim.build import (
     PromptPool,
@@ -104,7 +105,7 @@ def simulate(
     requests: Sequence[ReplayRequest],
     opts: SimOptions,
     *,
-    balance_max_frozen_steps: int | None = None,
+    bounds: dict[str, int] | None = None,
     peer: str | None = None,
     work_dir: Path | None = None,
     progress: Callable[[int], None] | None = None,
@@ -114,8 +115,9 @@ def simulate(
 
     Args:
         balance: the ``enable_balance_scheduling`` setting.
-        balance_max_frozen_steps: passed to the balance setting's
-            ``scheduler_config`` where set (bounded freeze).
+        bounds: more keys of the balance setting's ``scheduler_config``
+            (``balance_max_frozen_steps`` or ``balance_max_held_steps``;
+            :meth:`~vllm_ascend_balance.replay.modes.Mode.bounds`).
         peer: a peer policy's ``--mode`` entry
             (:mod:`~vllm_ascend_balance.replay.peers`), balance off.
         work_dir: where the tiny model directory goes (a temporary one when
@@ -131,11 +133,7 @@ def simulate(
         model_dir = write_tiny_moe_model(
             (work_dir or Path(tmp)) / "model", opts.max_model_len
         )
-        extra = (
-            {"balance_max_frozen_steps": balance_max_frozen_steps}
-            if balance and balance_max_frozen_steps is not None
-            else {}
-        )
+        extra = dict(bounds or {}) if balance else {}
         scheds = build_schedulers(
             opts, balance, model_dir, extra, peer_gate=peer is not None
         )
@@ -253,19 +251,21 @@ def simulate(
         if (sync_first and step_counter == 1) or step_counter % sync_interval == 0:
             engines_running = any(unfinished)
         if gating:
-            board.post([len(s.running) for s in scheds])
+            board.post([s.admission_payload() for s in scheds])
             for rank, sched in enumerate(scheds):
                 sched.dp_group = groups[rank]
                 sched.admission_gather()
                 if keep_gathers:
+                    vector, flags = split_gathered(sched.balance_gathered)
                     gathers[rank].append(
                         GatherRecord(
                             rank,
                             sched.balance_gathers,
                             board.values[rank],
-                            sched.balance_gathered.tolist(),
+                            vector,
                             bool(sched.balance_frozen),
                             cap,
+                            flags,
                         )
                     )
         step += 1
