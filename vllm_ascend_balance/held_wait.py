@@ -12,29 +12,33 @@ this is the part of it the balance gate is responsible for, per engine:
 Driven from the engine's gather hook (:mod:`~vllm_ascend_balance.engine`),
 right after each gather, with the scheduler: nothing runs inside
 ``schedule()`` and the scheduler class is not touched. A gather's decision
-(``scheduler.balance_frozen``) governs the step that follows it, so at each
-gather :class:`HeldWait`
+(``scheduler.balance_frozen``) governs the step that follows it. A request
+held at a frozen gather stays in ``waiting`` until the gate opens (the seam
+stops the whole WAITING queue), so the frozen gathers a request waits
+through are consecutive ones in the count of frozen gathers: the tracker
+keeps two running totals, frozen gathers so far and their seconds (each
+decision's seconds: the wall time to the next gather), and per request only
+the totals at its first frozen gather (its *mark*). At each gather it
 
-1. closes the previous step: if the previous decision was frozen, every
-   request it held gains the wall time between the two gathers;
+1. closes the previous step: if the previous decision was frozen, the
+   wall time between the two gathers is added to the frozen seconds;
 2. observes admissions: every request in ``running`` now that was not at
-   the previous gather was admitted to RUNNING during that step; its entry
-   (0 steps and 0 s when it has none: never held, or it reached
-   ``running`` by a path that skips ``waiting``) is observed once and
-   dropped;
-3. if this gather froze the gate, every request in ``waiting`` (and a
-   ``skipped_waiting`` queue where the release keeps one) is held through
-   the step that follows: its entry gains 1 step, and its seconds at the
-   next gather. A request that arrives during a frozen step is credited
-   from the next frozen gather on, so held seconds never exceed the
-   engine-side queue time;
-4. drops the entries of requests in none of ``waiting``,
-   ``skipped_waiting``, ``kv_holding_waiting`` (where a held request waits
-   for its KV load: the gate does not hold that queue, so the entry gains
-   nothing there but is kept) and ``running``: finished or aborted while
-   waiting. Done at every frozen gather, and at an open one only when
-   there are more entries than queued requests (so stale entries are
-   bounded by one freeze's worth and go once the queues drain).
+   the previous gather was admitted to RUNNING during that step; it is
+   observed once with the totals now minus its mark (0 steps and 0 s
+   without a mark: never held, or it reached ``running`` by a path that
+   skips ``waiting``);
+3. if this gather froze the gate: marks every request in ``waiting`` (and
+   a ``skipped_waiting`` queue where the release keeps one) that has no
+   mark yet, with the totals before this decision, and counts the
+   decision. A request that arrives during a frozen step is counted from
+   the next frozen gather on, so held seconds never exceed the
+   engine-side queue time. A marked request found in
+   ``kv_holding_waiting`` instead (it left ``waiting`` while the gate was
+   open, to wait for its KV load: a queue the gate does not hold) has its
+   held wait settled at what it was then;
+4. drops the marks of requests in none of those queues (finished or
+   aborted while waiting) when there are more marks than queued requests:
+   stale marks are bounded and go once the queues drain.
 
 So ``_count`` is the admissions to RUNNING seen at gathers; a preempted
 request admitted again counts again, with what it was held since its
@@ -45,7 +49,7 @@ count as held too (the replay counts the same way): the freeze is the
 gate's decision, whichever rank led.
 
 Cost per gather: a set of ``running``'s ids (O(running)), and at a frozen
-gather one pass over the waiting queues (O(waiting)); measured by
+gather one membership test per waiting request (O(waiting)); measured by
 ``benchmarks/bench_held_wait.py``.
 """
 
@@ -74,7 +78,7 @@ def _queued(scheduler: Any) -> int:
 
 
 class HeldWait:
-    """Held-wait entries of one engine's scheduler and the observations not
+    """Held-wait marks of one engine's scheduler and the observations not
     yet exported.
 
     Args:
@@ -84,64 +88,80 @@ class HeldWait:
         seconds: held seconds of each request admitted since the last
             :meth:`take`, float >= 0.
         steps: held steps of the same requests, same order, int >= 0.
+        frozen_gathers: frozen decisions seen so far.
+        frozen_seconds: their seconds, up to the last gather.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._entries: dict[str, list[float]] = {}  # id -> [steps, seconds]
-        self._held: list[list[float]] = []  # entries the last decision held
+        # id -> (frozen_gathers, frozen_seconds) at the request's first
+        # frozen gather in WAITING.
+        self._marks: dict[str, tuple[int, float]] = {}
+        # id -> (steps, seconds) held, for requests that left WAITING for a
+        # queue the gate does not hold.
+        self._settled: dict[str, tuple[int, float]] = {}
         self._running: set[str] = set()
         self._last_gather = 0.0
+        self._frozen = False  # the previous gather's decision
+        self.frozen_gathers = 0
+        self.frozen_seconds = 0.0
         self.seconds: list[float] = []
         self.steps: list[int] = []
 
     @property
     def pending(self) -> int:
-        """Requests with an entry (held at least once, not admitted yet)."""
-        return len(self._entries)
+        """Requests held at least once and not admitted yet."""
+        return len(self._marks) + len(self._settled)
 
     def after_gather(self, scheduler: Any) -> None:
         """Advance by one gather (module docstring, steps 1-4); reads
         ``scheduler.running``, its waiting queues and ``balance_frozen``."""
         now = self._clock()
-        if self._held:
-            elapsed = now - self._last_gather
-            for held in self._held:
-                held[1] += elapsed
-            self._held = []
+        if self._frozen:
+            self.frozen_seconds += now - self._last_gather
         self._last_gather = now
+        marks, settled = self._marks, self._settled
 
-        entries = self._entries
-        entry: list[float] | None
         running = {r.request_id for r in scheduler.running}
         for request_id in running - self._running:
-            entry = entries.pop(request_id, None)
-            self.steps.append(0 if entry is None else int(entry[0]))
-            self.seconds.append(0.0 if entry is None else entry[1])
+            mark = marks.pop(request_id, None)
+            if mark is not None:
+                self.steps.append(self.frozen_gathers - mark[0])
+                self.seconds.append(self.frozen_seconds - mark[1])
+            else:
+                steps, seconds = settled.pop(request_id, (0, 0.0))
+                self.steps.append(steps)
+                self.seconds.append(seconds)
         self._running = running
 
-        frozen = bool(scheduler.balance_frozen)
-        if not frozen and (not entries or len(entries) <= _queued(scheduler)):
-            return
-        kept: dict[str, list[float]] = {}
-        for queue in _queues(scheduler, HELD_QUEUES):
-            for request in queue:
-                request_id = request.request_id
-                entry = entries.get(request_id)
-                if frozen:
-                    if entry is None:
-                        entry = [0.0, 0.0]
-                    entry[0] += 1
-                    self._held.append(entry)
-                if entry is not None:
-                    kept[request_id] = entry
-        if entries:
-            for queue in _queues(scheduler, KEPT_QUEUES):
+        self._frozen = frozen = bool(scheduler.balance_frozen)
+        if frozen:
+            current = (self.frozen_gathers, self.frozen_seconds)
+            for queue in _queues(scheduler, HELD_QUEUES):
                 for request in queue:
-                    entry = entries.get(request.request_id)
-                    if entry is not None:
-                        kept[request.request_id] = entry
-        self._entries = kept
+                    if request.request_id not in marks:
+                        marks[request.request_id] = current
+            if marks:
+                for queue in _queues(scheduler, KEPT_QUEUES):
+                    for request in queue:
+                        mark = marks.pop(request.request_id, None)
+                        if mark is not None:
+                            settled[request.request_id] = (
+                                current[0] - mark[0],
+                                current[1] - mark[1],
+                            )
+            self.frozen_gathers += 1
+        if len(marks) + len(settled) > _queued(scheduler):
+            self._drop_stale(scheduler)
+
+    def _drop_stale(self, scheduler: Any) -> None:
+        queued = {
+            request.request_id
+            for queue in _queues(scheduler, HELD_QUEUES + KEPT_QUEUES)
+            for request in queue
+        }
+        self._marks = {k: v for k, v in self._marks.items() if k in queued}
+        self._settled = {k: v for k, v in self._settled.items() if k in queued}
 
     def take(self) -> tuple[list[float], list[int]]:
         """The observations since the previous call: ``(seconds, steps)``,
