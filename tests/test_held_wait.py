@@ -21,7 +21,7 @@ from its peers' counts) and the tracker advances. The clock is modeled.
   isolated registry through the stats carrier, and the engine's files
   through ``MultiProcessCollector``;
 - the cost per gather: ``benchmarks/bench_held_wait.py`` (smoke-run by
-  ``tests/test_benchmark_smoke.py``).
+  ``tests/test_bench_held_wait_smoke.py``).
 """
 
 from __future__ import annotations
