@@ -335,3 +335,12 @@ def test_engine_files_reach_the_multiprocess_collector(tmp_path: Path) -> None:
     assert found[f'{steps}_bucket{{le="256.0"}}'] == {"3": 2}
     assert found[f"{steps}_count"] == {"3": 3}
     assert engine_metrics.held_wait.take() == ([], [])
+
+
+def test_without_files_the_observations_are_dropped() -> None:
+    """Stats off and no metrics directory (e.g. an offline ``LLM``): the
+    engine still takes the observations at each record, so none pile up."""
+    engine_metrics = metrics.EngineBalanceMetrics(0, "m", None, None)
+    engine_metrics.held_wait.seconds, engine_metrics.held_wait.steps = [1.0], [2]
+    engine_metrics.record(_gated())
+    assert engine_metrics.held_wait.take() == ([], [])

@@ -370,7 +370,7 @@ class EngineBalanceMetrics:
                 target.write_value(key, float(getattr(scheduler, attr)), now)
         if not self.carried:
             seconds, steps = self.held_wait.take()
-            if seconds:
+            if seconds and self._histograms:
                 taken: dict[str, list[float] | list[int]] = {
                     "seconds": seconds,
                     "steps": steps,
