@@ -215,59 +215,109 @@ def test_aborted_while_held_leaves_no_entry() -> None:
     assert tracker.take() == ([0.0], [0])  # a0, admitted at the first step
 
 
-def test_kv_holding_path_observes_zero() -> None:
-    """A request whose KV arrives by an async load waits in
-    ``kv_holding_waiting``, which the gate does not hold: admitted while
-    frozen, with no held entry, it observes 0 (skips where the release
-    has no such queue)."""
+def _kv_consumer_scheduler() -> Any:
     from vllm.config import KVTransferConfig
-    from vllm.v1.outputs import KVConnectorOutput
 
     from tests.support.vllm_objects import make_vllm_config
-    from tests.test_gate_scope import _remote_prefill
 
     config = make_vllm_config(max_num_seqs=4, block_size=16, num_blocks=200)
     config.kv_transfer_config = KVTransferConfig(
         kv_connector="NixlConnector", kv_role="kv_consumer"
     )
-    config.cache_config.kv_cache_layout = "LBNHC"
+    config.cache_config.kv_cache_layout = "LBNHC"  # as upstream's connector tests
     scheduler = make_scheduler(
         activation.compose_scheduler(Scheduler), vllm_config=config
     )
     if not hasattr(scheduler, "kv_holding_waiting"):
         pytest.skip("this release has no kv_holding_waiting queue")
-    clock = Clock()
-    tracker = HeldWait(clock=clock)
-    loading = _remote_prefill("kv0", 64)
-    scheduler.add_request(loading)
-    step = 0
+    return scheduler
 
-    def advance(**kv: set[str]) -> Any:
-        nonlocal step
-        output = scheduler.schedule()
-        result = fake_model_output(scheduler, output, step)
+
+class Stepper:
+    """Steps a scheduler as the engine does and gathers with ``decision``."""
+
+    def __init__(self, scheduler: Any, tracker: HeldWait, clock: Clock) -> None:
+        self.scheduler, self.tracker, self.clock = scheduler, tracker, clock
+        self.step = 0
+        self.admitted: set[str] = set()
+
+    def advance(self, decision: bool, **kv: set[str]) -> None:
+        from vllm.v1.outputs import KVConnectorOutput
+
+        output = self.scheduler.schedule()
+        self.admitted |= {r.req_id for r in output.scheduled_new_reqs}
+        result = fake_model_output(self.scheduler, output, self.step)
         if kv:
             result.kv_connector_output = KVConnectorOutput(**kv)
-        scheduler.update_from_output(output, result)
-        step += 1
-        clock.now += 0.5
-        tracker.after_gather(scheduler)
-        return output
+        self.scheduler.update_from_output(output, result)
+        self.step += 1
+        self.clock.now += 0.5
+        self.scheduler.balance_frozen = decision
+        self.tracker.after_gather(self.scheduler)
 
-    advance()  # its KV load starts: kv_holding_waiting, not waiting
+
+def test_kv_holding_path_observes_zero() -> None:
+    """A request whose KV arrives by an async load waits in
+    ``kv_holding_waiting``, which the gate does not hold: admitted while
+    frozen, never held in ``waiting``, it has no mark and observes 0
+    (skips where the release has no such queue)."""
+    from tests.test_gate_scope import _remote_prefill
+
+    scheduler = _kv_consumer_scheduler()
+    clock = Clock()
+    tracker = HeldWait(clock=clock)
+    stepper = Stepper(scheduler, tracker, clock)
+    loading = _remote_prefill("kv0", 64)
+    scheduler.add_request(loading)
+    stepper.advance(True)  # its KV load starts: kv_holding_waiting
     assert loading in scheduler.kv_holding_waiting
-    scheduler.balance_frozen = True
     scheduler.add_request(make_request("new0", 16))
-    admitted: set[str] = set()
-    for index in range(3):
-        kv = {"finished_recving": {"kv0"}} if index == 0 else {}
-        admitted |= {r.req_id for r in advance(**kv).scheduled_new_reqs}
+    stepper.advance(True, finished_recving={"kv0"})
+    stepper.advance(True)
+    stepper.advance(True)
     assert loading.request_id in {r.request_id for r in scheduler.running}
-    seconds, steps = tracker.take()
-    assert steps == [0], "the KV-holding request was observed as held"
-    assert seconds == [0.0]
+    assert tracker.take() == ([0.0], [0])
     assert tracker.pending == 1  # new0, held by the freeze
-    assert "new0" not in admitted
+    assert "new0" not in stepper.admitted
+
+
+class NoSettling(HeldWait):
+    """Wrong: the KV-holding queue is unknown, so the mark of a held request
+    that left ``waiting`` for it is dropped as stale and its held wait lost."""
+
+    kept_queues = ()
+
+
+@pytest.mark.parametrize("tracker_cls", [HeldWait, NoSettling])
+def test_held_then_kv_holding_observes_the_waiting_part(tracker_cls: type) -> None:
+    """Held in ``waiting`` through two frozen gathers (1 s), then its KV load
+    starts in an open step and it waits in ``kv_holding_waiting`` through
+    two more frozen gathers: it observes 2 steps and 1 s, what it waited in
+    ``waiting``. The negative control (:class:`NoSettling`) does not."""
+    from tests.test_gate_scope import _remote_prefill
+
+    scheduler = _kv_consumer_scheduler()
+    clock = Clock()
+    tracker = tracker_cls(clock=clock)
+    stepper = Stepper(scheduler, tracker, clock)
+    loading = _remote_prefill("kv0", 64)
+    scheduler.add_request(loading)
+    scheduler.balance_frozen = True  # a gather before the first step
+    tracker.after_gather(scheduler)
+    stepper.advance(True)
+    assert loading in scheduler.waiting
+    stepper.advance(False)  # held through the step before: still waiting
+    assert loading in scheduler.waiting
+    stepper.advance(True)  # open step: its KV load starts
+    assert loading in scheduler.kv_holding_waiting
+    stepper.advance(True, finished_recving={"kv0"})
+    stepper.advance(True)
+    assert loading.request_id in {r.request_id for r in scheduler.running}
+    observed = tracker.take()
+    if tracker_cls is NoSettling:
+        assert observed != ([1.0], [2]), "the negative control passed"
+    else:
+        assert observed == ([1.0], [2])
 
 
 def _families(registry: Any) -> dict[str, dict[str, float]]:

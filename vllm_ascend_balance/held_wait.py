@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 #: Queues whose requests the gate holds (the first is every release's).
 HELD_QUEUES = ("waiting", "skipped_waiting")
@@ -70,11 +70,6 @@ def _queues(scheduler: Any, names: tuple[str, ...]) -> Iterable[Any]:
         queue = getattr(scheduler, name, None)
         if queue is not None:
             yield queue
-
-
-def _queued(scheduler: Any) -> int:
-    """Requests in every queue an entry may sit in (``len`` only: O(1))."""
-    return sum(len(q) for q in _queues(scheduler, HELD_QUEUES + KEPT_QUEUES))
 
 
 class HeldWait:
@@ -90,7 +85,13 @@ class HeldWait:
         steps: held steps of the same requests, same order, int >= 0.
         frozen_gathers: frozen decisions seen so far.
         frozen_seconds: their seconds, up to the last gather.
+        held_queues: the scheduler queues the gate holds (:data:`HELD_QUEUES`).
+        kept_queues: those where a held request's wait is settled
+            (:data:`KEPT_QUEUES`).
     """
+
+    held_queues: ClassVar[tuple[str, ...]] = HELD_QUEUES
+    kept_queues: ClassVar[tuple[str, ...]] = KEPT_QUEUES
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -137,12 +138,12 @@ class HeldWait:
         self._frozen = frozen = bool(scheduler.balance_frozen)
         if frozen:
             current = (self.frozen_gathers, self.frozen_seconds)
-            for queue in _queues(scheduler, HELD_QUEUES):
+            for queue in _queues(scheduler, self.held_queues):
                 for request in queue:
                     if request.request_id not in marks:
                         marks[request.request_id] = current
             if marks:
-                for queue in _queues(scheduler, KEPT_QUEUES):
+                for queue in _queues(scheduler, self.kept_queues):
                     for request in queue:
                         mark = marks.pop(request.request_id, None)
                         if mark is not None:
@@ -151,13 +152,14 @@ class HeldWait:
                                 current[1] - mark[1],
                             )
             self.frozen_gathers += 1
-        if len(marks) + len(settled) > _queued(scheduler):
+        every = self.held_queues + self.kept_queues
+        if len(marks) + len(settled) > sum(len(q) for q in _queues(scheduler, every)):
             self._drop_stale(scheduler)
 
     def _drop_stale(self, scheduler: Any) -> None:
         queued = {
             request.request_id
-            for queue in _queues(scheduler, HELD_QUEUES + KEPT_QUEUES)
+            for queue in _queues(scheduler, self.held_queues + self.kept_queues)
             for request in queue
         }
         self._marks = {k: v for k, v in self._marks.items() if k in queued}
