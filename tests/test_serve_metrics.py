@@ -17,8 +17,10 @@ Three server starts per lane (startup is the slow part):
 - balance on, bounded (``balance_max_frozen_steps`` = 2), ``--max-num-seqs 4``
   and 16 concurrent long requests (both ranks reach the cap and stay there):
   per rank, gathers equal and > 0, frozen > 0, fail-open steps > 0, the
-  spread gauge present, time in the gather > 0; the periodic INFO summary
-  is in the log for both ranks;
+  spread gauge present, time in the gather > 0; the held-wait histograms
+  (:func:`check_held_wait`) on both ranks, one observation per request,
+  some held through frozen gathers, never more held seconds than vLLM's
+  own queue time; the periodic INFO summary is in the log for both ranks;
 - balance off: no balance series (or all zero);
 - a bad setting (``balance_max_frozen_steps`` = 0): the server exits non-zero
   before any engine starts, with the one-line cause.
@@ -70,6 +72,10 @@ COUNTERS = (
 SPREAD = "vllm:balance_running_spread"
 WAIT = "vllm:balance_gather_wait_seconds"  # the stall watchdog's gauge
 GAUGES = (SPREAD, WAIT)
+HELD_S = "vllm:balance_held_wait_seconds"  # histograms: one value per admission
+HELD_STEPS = "vllm:balance_held_wait_steps"
+HISTOGRAMS = (HELD_S, HELD_STEPS)
+QUEUE_TIME = "vllm:request_queue_time_seconds"  # vLLM's own: the whole wait
 
 
 def free_port() -> int:
@@ -225,24 +231,37 @@ def complete(server: Server, index: int, max_tokens: int) -> int:
 
 
 def scrape(server: Server) -> dict[str, dict[str, float]]:
-    """``{sample name: {engine label: value}}`` of the balance series."""
+    """``{sample name: {engine label: value}}`` of the balance series (a
+    histogram bucket as ``name{le="bound"}``), and the ``_sum`` of vLLM's
+    queue time (:data:`QUEUE_TIME`)."""
     with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
         text = resp.read().decode()
     found: dict[str, dict[str, float]] = {}
     for family in text_string_to_metric_families(text):
+        if family.name == QUEUE_TIME:
+            for sample in family.samples:
+                if sample.name.endswith("_sum") and "engine" in sample.labels:
+                    engine = sample.labels["engine"]
+                    found.setdefault(sample.name, {})[engine] = sample.value
+            continue
         if not family.name.startswith("vllm:balance_"):
             continue
         if family.name.endswith("_created"):
             # prometheus_client's text format: a counter's creation time,
             # as a gauge family of its own (vLLM's counters have them too).
             continue
-        assert family.type == ("gauge" if family.name in GAUGES else "counter")
+        kind = "histogram" if family.name in HISTOGRAMS else "counter"
+        assert family.type == ("gauge" if family.name in GAUGES else kind)
         assert family.documentation, f"{family.name} has no help text"
         for sample in family.samples:
             if sample.name.endswith("_created"):
                 continue
-            assert set(sample.labels) == {"model_name", "engine"}, sample
-            found.setdefault(sample.name, {})[sample.labels["engine"]] = sample.value
+            labels = dict(sample.labels)
+            name = sample.name
+            if family.type == "histogram" and "le" in labels:
+                name = f'{name}{{le="{labels.pop("le")}"}}'
+            assert set(labels) == {"model_name", "engine"}, sample
+            found.setdefault(name, {})[labels["engine"]] = sample.value
     return found
 
 
@@ -284,6 +303,7 @@ def test_balance_series_on_vllm_serve(serve: Any) -> None:
         assert series[SPREAD][rank] >= 0
         # Every rank decides from the same vectors: the same counts.
         assert frozen[rank] == frozen["0"] and fail_opens[rank] == fail_opens["0"]
+    check_held_wait(series, len(tokens))
     log = bounded.log_text()
     for rank in (0, 1):
         assert f"balance scheduling, DP rank {rank}:" in log, "no INFO summary"
@@ -291,8 +311,36 @@ def test_balance_series_on_vllm_serve(serve: Any) -> None:
 
     wait_healthy(off)
     assert complete(off, 0, 8) == 8
-    off_series = scrape(off)
+    off_series = {
+        name: values
+        for name, values in scrape(off).items()
+        if name.startswith("vllm:balance_")
+    }
     assert all(v == 0 for s in off_series.values() for v in s.values()), off_series
+
+
+def check_held_wait(series: dict[str, dict[str, float]], requests: int) -> None:
+    """Held wait on the bounded server, per engine: both histograms on both
+    ranks with one observation per admission (the KV cache is large enough
+    that nothing is preempted, so one per request); some requests held
+    through frozen gathers (both ranks sit at the cap while half the
+    requests wait); held seconds never more than vLLM's own queue time of
+    the same requests, where vLLM reports it per engine."""
+    counts = series[f"{HELD_S}_count"]
+    assert set(counts) == {"0", "1"}, series
+    assert all(counts[rank] > 0 for rank in counts), counts
+    assert sum(counts.values()) == requests, "not one observation per request"
+    assert series[f"{HELD_STEPS}_count"] == counts
+    never_held = series[f'{HELD_STEPS}_bucket{{le="0.0"}}']
+    assert sum(counts[r] - never_held[r] for r in counts) > 0, "nothing held"
+    assert sum(series[f"{HELD_S}_sum"].values()) > 0, "no held seconds"
+    assert sum(series[f"{HELD_STEPS}_sum"].values()) > 0
+    queue = series.get(f"{QUEUE_TIME}_sum", {})
+    for rank in counts:
+        if rank in queue:
+            assert series[f"{HELD_S}_sum"][rank] <= queue[rank], (
+                "held wait exceeds the whole queue time"
+            )
 
 
 def test_bad_setting_exits_before_engines_start(tmp_path: Path) -> None:

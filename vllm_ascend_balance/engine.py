@@ -25,8 +25,10 @@ Unlike upstream's throttled all-reduce, the gather runs every active step
 (the gate needs the previous step's counts); its cost per step is measured
 by ``benchmarks/bench_gather.py``. docs/design.md tells both deadlocks.
 
-After the gather the step's numbers go to the engine's balance metrics
-(:mod:`vllm_ascend_balance.metrics`), created at the first gather; where
+After the gather the held-wait tracker closes the step
+(:mod:`vllm_ascend_balance.held_wait`) and the step's numbers go to the
+engine's balance metrics (:mod:`vllm_ascend_balance.metrics`), created at
+the first gather; where
 stats are on they travel to the front-end in the engine's stats
 (:mod:`vllm_ascend_balance.stats_carrier`). Around
 it the hook stamps the gather's start for the stall watchdog
@@ -64,10 +66,10 @@ def upstream_dp_engine(cls: type) -> type:
 
 def gather_after_sync(engine: Any, engines_running: bool = True) -> None:
     """The hook's body: hand the DP group to the scheduler, gather once,
-    record metrics (``engines_running``: upstream's answer; False at a
-    wave's end, when the stats carrier flushes). Every rank runs the same
-    scheduler class, so a class without the gate fails on every rank alike
-    (no collective mismatch)."""
+    advance the held-wait tracker, record metrics (``engines_running``:
+    upstream's answer; False at a wave's end, when the stats carrier
+    flushes). Every rank runs the same scheduler class, so a class without
+    the gate fails on every rank alike (no collective mismatch)."""
     scheduler = engine.scheduler
     if not isinstance(scheduler, BalanceSchedulerMixin):
         raise RuntimeError(
@@ -88,7 +90,8 @@ def gather_after_sync(engine: Any, engines_running: bool = True) -> None:
     if metrics is None:
         metrics = engine._balance_metrics = EngineBalanceMetrics.for_engine(engine)
         if metrics.carried:
-            stats_carrier.attach(scheduler)
+            stats_carrier.attach(scheduler, metrics.held_wait)
+    metrics.held_wait.after_gather(scheduler)
     metrics.record(scheduler)
     if metrics.carried and not engines_running:
         stats_carrier.flush(engine)

@@ -28,6 +28,11 @@ Where stats are on, the series travel in the engines' stats instead
 (:mod:`~vllm_ascend_balance.stats_carrier`, every node's engines); the
 files then hold only the stall watchdog's wait gauge.
 
+Two histograms per engine, :data:`HISTOGRAMS`, tell how long each request
+admitted to RUNNING waited while the gate held admission
+(:mod:`~vllm_ascend_balance.held_wait`); in the files they are written by
+:class:`~vllm_ascend_balance.histogram_file.HistogramFile`.
+
 Each engine core also logs one INFO line per vLLM stats interval
 (``VLLM_LOG_STATS_INTERVAL``, only when stats logging is on): freeze share,
 fail-open steps and the gather's p50/p99 over the interval.
@@ -43,6 +48,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_ascend_balance.held_wait import HeldWait
+from vllm_ascend_balance.histogram_file import HistogramFile
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
@@ -57,12 +64,16 @@ LABELS = ("model_name", "engine")
 @dataclass(frozen=True)
 class Series:
     """One exported series: ``name`` without the ``_total`` suffix of a
-    counter; ``attr`` is the scheduler attribute it reads."""
+    counter (or the ``_bucket``/``_sum``/``_count`` of a histogram);
+    ``attr`` is the scheduler attribute it reads (a histogram's: the
+    :class:`~vllm_ascend_balance.held_wait.HeldWait` list it takes);
+    ``buckets``: a histogram's upper bounds, ``+Inf`` implied."""
 
     name: str
     kind: str
     attr: str
     help: str
+    buckets: tuple[float, ...] = ()
 
 
 SERIES = (
@@ -110,6 +121,51 @@ WAIT_SERIES = Series(
     "Seconds the balance gather in progress has waited for its DP peers "
     "(0 when none is waiting); sampled by the stall watchdog.",
 )
+
+#: Held seconds: 0 (never held: ``le="0.0"`` over ``_count`` is the share
+#: of admissions the gate never held), then 50 ms (a few steps) to 2 min
+#: (a long starvation; ``balance_max_frozen_steps`` bounds it when set).
+HELD_SECONDS_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                        10.0, 20.0, 30.0, 60.0, 120.0)  # fmt: skip
+#: Held steps: 0 (never held), then powers of two up to 256 frozen gathers.
+HELD_STEPS_BUCKETS = (0.0, *(float(2**k) for k in range(9)))
+
+#: Observed once per admission to RUNNING (0 when the gate never held the
+#: request), per engine: ``_count`` is the admissions.
+HISTOGRAMS = (
+    Series(
+        "vllm:balance_held_wait_seconds",
+        "histogram",
+        "seconds",
+        "Seconds a request admitted to RUNNING spent in WAITING while the "
+        "balance gate held admission frozen (0 when never held).",
+        HELD_SECONDS_BUCKETS,
+    ),
+    Series(
+        "vllm:balance_held_wait_steps",
+        "histogram",
+        "steps",
+        "Frozen balance gathers a request admitted to RUNNING waited through "
+        "in WAITING (0 when never held).",
+        HELD_STEPS_BUCKETS,
+    ),
+)
+
+#: The sample-name suffixes each kind puts on ``/metrics``.
+SUFFIXES = {"counter": ("_total",), "gauge": ("",),
+            "histogram": ("_bucket", "_sum", "_count")}  # fmt: skip
+
+
+def exported_names() -> frozenset[str]:
+    """Every sample name this package can put on ``/metrics`` (e.g.
+    ``vllm:balance_gathers_total``, ``vllm:balance_held_wait_seconds_bucket``),
+    from :data:`SERIES`, :data:`WAIT_SERIES` and :data:`HISTOGRAMS`."""
+    return frozenset(
+        series.name + suffix
+        for series in (*SERIES, WAIT_SERIES, *HISTOGRAMS)
+        for suffix in SUFFIXES[series.kind]
+    )
+
 
 _front_end_dir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -234,6 +290,11 @@ class EngineBalanceMetrics:
         directory: where to write the multi-process files, or None.
         log_interval_s: INFO summary interval in seconds, or None for no
             summary (stats logging off).
+
+    Attributes:
+        held_wait: the engine's held-wait tracker, advanced by the gather
+            hook after each gather; :meth:`record` exports what it observed
+            unless the stats carry it (:attr:`carried`).
     """
 
     def __init__(
@@ -251,6 +312,8 @@ class EngineBalanceMetrics:
         self._interval_gather_s: list[float] = []
         self._interval_start: tuple[int, int, int] = (0, 0, 0)
         self._files: list[tuple[Any, str, str]] = []
+        self._histograms: list[HistogramFile] = []
+        self.held_wait = HeldWait()
         if directory is not None:
             self._open(directory, [model_name, str(dp_rank)])
 
@@ -270,6 +333,14 @@ class EngineBalanceMetrics:
             target = counters if series.kind == "counter" else gauges
             target.write_value(key, 0.0, time.time())
             self._files.append((target, key, series.attr))
+        histograms = MmapedDict(os.path.join(directory, f"histogram_balance-{pid}.db"))
+        for series in HISTOGRAMS:
+            self._histograms.append(
+                HistogramFile(
+                    histograms, series.name, series.help, series.buckets,
+                    list(LABELS), labelvalues,
+                )
+            )  # fmt: skip
 
     @classmethod
     def for_engine(cls, engine: Any) -> EngineBalanceMetrics:
@@ -289,11 +360,23 @@ class EngineBalanceMetrics:
         return built
 
     def record(self, scheduler: Any) -> None:
-        """After one gather: update the files and, once per interval, log."""
+        """After one gather (and :attr:`held_wait`'s update): update the
+        files and, once per interval, log. Takes the held-wait observations
+        unless the stats carry them (also without files, so they never pile
+        up)."""
         if self._files:
             now = time.time()
             for target, key, attr in self._files:
                 target.write_value(key, float(getattr(scheduler, attr)), now)
+        if not self.carried:
+            seconds, steps = self.held_wait.take()
+            if seconds and self._histograms:
+                taken: dict[str, list[float] | list[int]] = {
+                    "seconds": seconds,
+                    "steps": steps,
+                }
+                for histogram, series in zip(self._histograms, HISTOGRAMS, strict=True):
+                    histogram.observe(taken[series.attr])
         if self.log_interval_s is None:
             return
         self._interval_gather_s.append(scheduler.balance_last_gather_s)

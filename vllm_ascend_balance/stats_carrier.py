@@ -11,7 +11,9 @@ vLLM's own stat loggers read the field:
 
 - engine (:func:`attach`): ``Scheduler.make_stats`` of the gated scheduler
   is wrapped on the instance; each call carries the counter increments since
-  the previous call and the last spread. Increments, not totals: with
+  the previous call, the last spread and the held-wait observations since
+  the previous call (:mod:`~vllm_ascend_balance.held_wait`: one value per
+  request admitted, O(admitted) per step). Increments, not totals: with
   several API servers each step's stats go to one of them and vLLM sums
   counters over the API servers' files. At a wave's end the hook flushes a
   stats-only output (:func:`flush`), as vLLM does for dummy batches, so
@@ -19,7 +21,7 @@ vLLM's own stat loggers read the field:
 - front-end (:func:`install_front_end`): :class:`BalanceStatLogger` is added
   to the stat loggers ``AsyncLLM`` builds (custom loggers are recorded
   before vLLM's, so it pops :data:`KEY` first, and sets the field back to
-  None when nothing else is in it). Its counters and gauge are
+  None when nothing else is in it). Its counters, gauge and histograms are
   ``prometheus_client`` metrics of the front-end: the default registry with
   one API server, vLLM's multi-process directory with several.
 
@@ -36,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vllm_ascend_balance import metrics
+from vllm_ascend_balance.held_wait import HeldWait
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
@@ -46,22 +49,30 @@ _GAUGES = tuple(s for s in metrics.SERIES if s.kind == "gauge")
 _WRAPPED = "__vab_carrier__"
 
 
-def _payload(scheduler: Any, last: dict[str, float]) -> dict[str, float]:
-    """Counter increments since ``last`` (updated in place) and gauges."""
-    out: dict[str, float] = {}
+def _payload(
+    scheduler: Any, last: dict[str, float], held_wait: HeldWait | None
+) -> dict[str, Any]:
+    """Counter increments since ``last`` (updated in place), gauges, and the
+    held-wait observations taken from ``held_wait`` (lists under the
+    histograms' ``attr``; absent without a tracker)."""
+    out: dict[str, Any] = {}
     for series in _COUNTERS:
         total = float(getattr(scheduler, series.attr))
         out[series.attr] = total - last.get(series.attr, 0.0)
         last[series.attr] = total
     for series in _GAUGES:
         out[series.attr] = float(getattr(scheduler, series.attr))
+    if held_wait is not None:
+        out["seconds"], out["steps"] = held_wait.take()
     return out
 
 
-def attach(scheduler: Any) -> None:
+def attach(scheduler: Any, held_wait: HeldWait | None = None) -> None:
     """Make ``scheduler.make_stats()`` carry the balance payload (engine
     process; idempotent; a scheduler without stats, ``log_stats`` off,
-    returns None and carries nothing)."""
+    returns None and carries nothing). ``held_wait``: the engine's tracker
+    whose observations each call takes (the engine's
+    ``EngineBalanceMetrics.held_wait``)."""
     original = scheduler.make_stats
     if getattr(original, _WRAPPED, False):
         return
@@ -72,7 +83,7 @@ def attach(scheduler: Any) -> None:
         stats = original(*args, **kwargs)
         if stats is not None:
             carried = dict(stats.kv_connector_stats or {})
-            carried[KEY] = _payload(scheduler, last)
+            carried[KEY] = _payload(scheduler, last, held_wait)
             stats.kv_connector_stats = carried
         return stats
 
@@ -91,7 +102,7 @@ def flush(engine: Any) -> None:
     engine.output_queue.put_nowait((0, EngineCoreOutputs(scheduler_stats=stats)))
 
 
-def pop_payload(scheduler_stats: Any) -> dict[str, float] | None:
+def pop_payload(scheduler_stats: Any) -> dict[str, Any] | None:
     """Take :data:`KEY` out of ``scheduler_stats.kv_connector_stats`` (None
     when the field is left empty, as vLLM's loggers expect without a KV
     connector)."""
@@ -112,19 +123,28 @@ def _stat_logger_class() -> type:
 
         The metrics are created at the first record, after vLLM's
         ``PrometheusStatLogger.__init__`` ran ``unregister_vllm_metrics()``
-        (which drops every ``vllm:*`` collector registered before it)."""
+        (which drops every ``vllm:*`` collector registered before it).
+
+        Attributes:
+            registry: where the metrics are registered; None (vLLM's use)
+                is ``prometheus_client.REGISTRY``. Tests set their own, so
+                no collector outlives them on the default registry.
+        """
+
+        registry: Any = None
 
         def __init__(self, vllm_config: Any, engine_indexes: list[int]) -> None:
             self.model_name = str(vllm_config.model_config.served_model_name)
             self._metrics: dict[str, Any] | None = None
 
         def _create(self) -> dict[str, Any]:
-            from prometheus_client import Counter, Gauge
+            from prometheus_client import Counter, Gauge, Histogram
 
+            where = {} if self.registry is None else {"registry": self.registry}
             created: dict[str, Any] = {}
             for series in _COUNTERS:
                 created[series.attr] = Counter(
-                    series.name, series.help, list(metrics.LABELS)
+                    series.name, series.help, list(metrics.LABELS), **where
                 )
             for series in _GAUGES:
                 created[series.attr] = Gauge(
@@ -132,6 +152,15 @@ def _stat_logger_class() -> type:
                     series.help,
                     list(metrics.LABELS),
                     multiprocess_mode="mostrecent",
+                    **where,
+                )
+            for series in metrics.HISTOGRAMS:
+                created[series.attr] = Histogram(
+                    series.name,
+                    series.help,
+                    list(metrics.LABELS),
+                    buckets=series.buckets,
+                    **where,
                 )
             return created
 
@@ -158,6 +187,11 @@ def _stat_logger_class() -> type:
                 self._metrics[series.attr].labels(*labels).set(
                     payload.get(series.attr, 0.0)
                 )
+            for series in metrics.HISTOGRAMS:
+                # .labels() alone makes the series appear with _count 0.
+                histogram = self._metrics[series.attr].labels(*labels)
+                for value in payload.get(series.attr, ()):
+                    histogram.observe(value)
 
         def log_engine_initialized(self) -> None:
             pass
