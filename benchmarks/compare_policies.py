@@ -167,6 +167,80 @@ def cell(
     return f"{text} (~)" if inside else f"{text} ({change})"
 
 
+#: The mode the scorecard judges, and the cells it is judged on: (column,
+#: metric label, lower is better).
+CANDIDATE = "on+queued-leader+max-held:64"
+SCORED = (
+    ("TPOT p50", "TPOT p50 (ms)", True),
+    ("TPOT p99", "TPOT p99 (ms)", True),
+    ("TTFT p50", "TTFT p50 (ms)", True),
+    ("TTFT p99", "TTFT p99 (ms)", True),
+    ("tok/s", "output tokens/s", False),
+)
+PEERS = ("sglang-delayer", "trtllm-adp", "vllm-align", "atom-delayer")
+
+
+def scorecard(results: list[dict[str, Any]], mode: str = CANDIDATE) -> list[str]:
+    """Per case and scored metric: ``mode`` against the best of ``off`` and
+    the four peers. A cell is held (``ok``) when ``mode`` is better, or
+    worse by no more than the real engine's A/A scatter
+    (:data:`REAL_NOISE`); otherwise it is given up (``gives up``), naming
+    the mode that wins it. Empty when no case ran ``mode``."""
+    rows: list[str] = []
+    given_up = 0
+    for r in results:
+        metrics = r["comparison"]["metrics"]
+        if mode not in metrics[SCORED[0][1]]:
+            continue
+        cells = []
+        for _, label, lower in SCORED:
+            rivals = {
+                m: value(metrics, label, m)
+                for m in ("off", *PEERS)
+                if value(metrics, label, m) is not None
+            }
+            best_mode = (min if lower else max)(rivals, key=lambda m: rivals[m])
+            best, x = rivals[best_mode], value(metrics, label, mode)
+            assert x is not None
+            worse = (x - best) / best if lower else (best - x) / best
+            if worse <= REAL_NOISE[label]:
+                cells.append("ok" if worse <= 0 else f"ok (~, {100 * worse:+.0f} %)")
+            else:
+                given_up += 1
+                # What the winner pays for the cell: TTFT p50 for a TPOT or
+                # throughput cell, TPOT p50 for a TTFT cell.
+                other = "TPOT p50 (ms)" if label.startswith("TTFT") else "TTFT p50 (ms)"
+                mine, theirs = (
+                    value(metrics, other, mode),
+                    value(metrics, other, best_mode),
+                )
+                paid = (
+                    f"{100 * (theirs - mine) / mine:+.0f} %" if mine and theirs else "?"
+                )
+                cells.append(
+                    f"**gives up**: {best_mode} {100 * worse:+.0f} % "
+                    f"(its {other.split(' (')[0]} {paid})"
+                )
+        rows.append(f"| {r['name']}, DP {r['dp']} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    cells = sum(len(SCORED) for _ in rows)
+    return [
+        f"**Scorecard: `{mode}` against the best of `off` and the four peers**, "
+        f"per cell: `ok` when it is better or worse by no more than the real "
+        f"engine's A/A scatter (`~`, by how much), else the mode that wins "
+        f"the cell, by how much `{mode}` is worse, and what the winner pays "
+        f"against `{mode}` on the other latency (TTFT p50 for a TPOT or "
+        f"throughput cell, TPOT p50 for a TTFT cell). {cells - given_up} of "
+        f"{cells} cells held.",
+        "",
+        "| case | " + " | ".join(c[0] for c in SCORED) + " |",
+        "|---" * (len(SCORED) + 1) + "|",
+        *rows,
+        "",
+    ]
+
+
 def markdown(results: list[dict[str, Any]], vllm_version: str) -> str:
     lines = [
         "<!-- written by benchmarks/compare_policies.py -->",
@@ -208,6 +282,8 @@ def markdown(results: list[dict[str, Any]], vllm_version: str) -> str:
                 )
             lines.append(f"| `{mode}` | " + " | ".join(cells) + " |")
         lines.append("")
+    for mode in (CANDIDATE, "on+max-frozen:64", "on"):
+        lines += scorecard(results, mode)
     attributions = {r.get("attribution") for r in results} - {None}
     lines += sorted(attributions)
     return "\n".join(lines) + "\n"
@@ -253,9 +329,18 @@ def main() -> int:
         "--add-modes",
         help="run only off and these modes and add them to OUT.json's cases",
     )
+    p.add_argument(
+        "--render", action="store_true", help="rewrite OUT.md from OUT.json only"
+    )
     args = p.parse_args()
     import vllm
 
+    if args.render:
+        results = json.loads(Path(args.out).with_suffix(".json").read_text())
+        table = markdown(results, results[0]["vllm"])
+        Path(args.out).with_suffix(".md").write_text(table)
+        print(table)
+        return 0
     if args.add_modes:
         return add_modes(Path(args.out), args.add_modes.split(","), vllm.__version__)
 

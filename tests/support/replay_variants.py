@@ -26,6 +26,7 @@ from typing import Any
 
 from vllm.logger import init_logger
 
+from vllm_ascend_balance.replay.real.engine import run_slug
 from vllm_ascend_balance.replay.real.executor import CostModelExecutor
 from vllm_ascend_balance.replay.real.recorder import RankFile, rank_file, read_rank_file
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
@@ -230,6 +231,6 @@ def skewed_waves(
 def load_run_records(run_dir: Path, mode: str, dp_size: int) -> dict[int, RankFile]:
     """Each rank's records of the first run of ``mode`` kept in ``run_dir``."""
     return {
-        rank: read_rank_file(rank_file(run_dir / f"{mode}-1", rank))
+        rank: read_rank_file(rank_file(run_dir / f"{run_slug(mode)}-1", rank))
         for rank in range(dp_size)
     }

@@ -72,7 +72,7 @@ class AsyncLLMEngine:
         work = Path(options.run_dir) if options.run_dir else None
         if work is None:
             raise ValueError("AsyncLLMEngine needs options.run_dir (a work dir)")
-        run_dir = work / f"{_slug(mode.label)}-{repeat + 1}"
+        run_dir = work / f"{run_slug(mode.label)}-{repeat + 1}"
         shutil.rmtree(run_dir, ignore_errors=True)  # an earlier run's records
         run_dir.mkdir(parents=True)
         records = RunRecords(mode, repeat, options.dp)
@@ -94,7 +94,8 @@ class AsyncLLMEngine:
         return records
 
 
-def _slug(label: str) -> str:
+def run_slug(label: str) -> str:
+    """The run directory name of a mode label (no quotes, colons or pluses)."""
     return label.replace("'", "-aa").replace(":", "").replace("+", "-")
 
 
