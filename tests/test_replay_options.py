@@ -113,6 +113,28 @@ def test_mode_grammar():
         parse_modes("off,sglang")
 
 
+def test_mode_grammar_of_the_balance_settings():
+    bounded, held, queued = parse_modes(
+        "on+max-frozen:64,on+max-held:16,on+queued-leader+max-held:64"
+    )
+    assert bounded.bounds(None) == {"balance_max_frozen_steps": 64}
+    assert held.bounds(8) == {"balance_max_held_steps": 16}  # its own bound
+    assert queued.bounds(None) == {
+        "balance_policy": "queued_leader",
+        "balance_max_held_steps": 64,
+    }
+    assert parse_modes("on")[0].bounds(8) == {"balance_max_frozen_steps": 8}
+    assert Mode("off").bounds(8) == {}
+    assert len({m.config for m in (bounded, held, queued)}) == 3
+    for bad, words in [
+        ("max-held:4", "needs balance on"),
+        ("on+queued-leader+max-frozen:4+max-held:4", "keep one"),
+        ("on+max-held:0", "N >= 1"),
+    ]:
+        with pytest.raises(ModeError, match=words):
+            parse_modes(bad)
+
+
 def test_runs_alternate_abba():
     a, b, c = parse_modes("off,on,interval:2")
     order = run_order([a, b], 4)
