@@ -199,31 +199,38 @@ def _scheduler_section(additional: Mapping[str, Any]) -> Mapping[str, Any]:
     return sched
 
 
-def _max_frozen_steps(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
+def _positive_int(value: Any, where: str, key: str, meaning: str, tail: str) -> int:
     # bool is an int subclass: true must not read as 1.
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BalanceConfigError(
-            f"{where}.balance_max_frozen_steps must be a positive JSON integer "
-            f"(consecutive frozen steps before the gate opens for one step), got "
-            f"{_shown(value)}: use e.g. {example('balance_max_frozen_steps', where)}, "
-            f"or remove the key for the unbounded gate"
+            f"{where}.{key} must be a positive JSON integer ({meaning}), got "
+            f"{_shown(value)}: use e.g. {example(key, where)}, or remove the key{tail}"
         )
     return value
+
+
+def _max_frozen_steps(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    return _positive_int(
+        value,
+        where,
+        "balance_max_frozen_steps",
+        "consecutive frozen steps before the gate opens for one step",
+        " for the unbounded gate",
+    )
 
 
 def _max_held_steps(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BalanceConfigError(
-            f"{where}.balance_max_held_steps must be a positive JSON integer "
-            f"(consecutive frozen steps holding a request before the gate opens "
-            f"for one step), got {_shown(value)}: use e.g. "
-            f"{example('balance_max_held_steps', where)}, or remove the key"
-        )
-    return value
+    return _positive_int(
+        value,
+        where,
+        "balance_max_held_steps",
+        "consecutive frozen steps holding a request before the gate opens for one step",
+        "",
+    )
 
 
 def _one_bound(frozen: int | None, held: int | None, where: str) -> None:
