@@ -98,6 +98,7 @@ def test_doctor_moves_an_already_configured_vllm_handler_to_stderr() -> None:
     assert WARNING in result.stderr
 
 
+@pytest.mark.lane_scope("release")  # our routing's power
 def test_without_the_routing_the_warning_lands_in_stdout() -> None:
     """Negative control: doctor called without the CLI's routing, in a process
     whose vLLM logging is configured (default stream): the same check finds

@@ -149,6 +149,7 @@ def known_bad_link(*args: Any, **kwargs: Any) -> Any:
     return activation.run_engine_core(*args, **kwargs)
 
 
+@pytest.mark.lane_scope("release")  # check_composed's power
 def test_negative_control_a_link_that_skips_the_chain(tmp_path: Path) -> None:
     _neighbour_front_end("ours-first")
     cfg = _create(FORMS["nested"])

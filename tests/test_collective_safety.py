@@ -170,6 +170,7 @@ def _engines_started(run_dir: Path, dp: int) -> bool:
     return len({f.name for f in files if f.stat().st_size > 0}) >= dp
 
 
+@pytest.mark.lane_scope("release")  # the hang check's power
 def test_negative_control_gather_in_schedule_hangs(tmp_path):
     """Deadlock lesson A, reproduced: must hang (or fail), never complete."""
     run_dir = tmp_path / "run"

@@ -127,6 +127,7 @@ def test_apply_check_revert_on_a_copy_of_the_lane_install(
     assert "nothing to revert" in nothing.stdout
 
 
+@pytest.mark.lane_scope("release")  # this package's logic, not vLLM's
 def test_verification_fails_on_a_copy_without_the_seam(unpatched_copy: Path) -> None:
     """Negative control of the fresh-import check: on the seam-less copy it
     must report the seam missing, not pass."""
@@ -136,6 +137,7 @@ def test_verification_fails_on_a_copy_without_the_seam(unpatched_copy: Path) -> 
     assert problem is not None and "has no _should_stop_admitting_waiting" in problem
 
 
+@pytest.mark.lane_scope("release")  # this package's logic, not vLLM's
 def test_verification_notices_a_shadowing_vllm(unpatched_copy: Path) -> None:
     """Without ``--site`` on ``PYTHONPATH`` the fresh import loads the lane's
     own vLLM: the check must say the patched copy is not what imports."""
@@ -145,6 +147,7 @@ def test_verification_notices_a_shadowing_vllm(unpatched_copy: Path) -> None:
     assert problem is not None and "shadows" in problem
 
 
+@pytest.mark.lane_scope("release")  # this package's logic, not vLLM's
 def test_reinstalled_vllm_over_a_patch_is_patched_again(unpatched_copy: Path) -> None:
     """pip reinstalling vLLM leaves the state folder (not in its RECORD) but
     puts the release files back: apply must patch again, not say "already"."""
@@ -161,6 +164,7 @@ def test_reinstalled_vllm_over_a_patch_is_patched_again(unpatched_copy: Path) ->
     assert (unpatched_copy / SCHEDULER).read_bytes() == pristine
 
 
+@pytest.mark.lane_scope("release")  # this package's logic, not vLLM's
 def test_editable_source_tree(tmp_path: Path, unpatched_copy: Path) -> None:
     """A vLLM git clone imported from its tree (``pip install -e`` or
     ``PYTHONPATH``): found without ``--site``, patched in the tree, the
@@ -187,6 +191,7 @@ def test_editable_source_tree(tmp_path: Path, unpatched_copy: Path) -> None:
     assert (tree / SCHEDULER).read_bytes() == pristine
 
 
+@pytest.mark.lane_scope("release")  # this package's logic, not vLLM's
 def test_no_series_for_the_version_names_the_nearest_and_the_runbook(
     unpatched_copy: Path, tmp_path: Path
 ) -> None:

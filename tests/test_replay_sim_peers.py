@@ -72,6 +72,7 @@ def test_negative_control_gate_ignoring_the_hold_fails() -> None:
     assert any("admitted while held" in e for e in hold_errors(result))
 
 
+@pytest.mark.lane_scope("release")  # the script's output shape
 def test_compare_policies_smoke(tmp_path: Path) -> None:
     """``benchmarks/compare_policies.py`` on the starvation workload at DP 2
     with every mode: one row per mode, every request completed (no number

@@ -381,6 +381,7 @@ def test_upstream_seam_tests_pass_against_the_patched_install(upstream_tree):
     assert "error" not in summary
 
 
+@pytest.mark.lane_scope("release")  # -k selection; the run above checks both cases
 def test_upstream_seam_tests_alone(upstream_tree):
     """Exactly the new test, selected by name: its sync and async cases are
     collected and pass (and nothing else matches the name)."""
@@ -506,6 +507,7 @@ def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
     assert ran == expected, (summary, result.stdout[-3000:])
 
 
+@pytest.mark.lane_scope("release")  # our tolerance's power
 def test_failures_the_series_causes_are_not_tolerated(upstream_tree):
     """Negative control for the tolerance above: with an inline cap check
     that says ``>`` instead of the release's ``>=``, upstream's own tests
