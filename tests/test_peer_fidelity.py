@@ -245,3 +245,25 @@ def test_queue_trigger_and_gathered_wall_clock() -> None:
         out.append(policy.decide(gathered)[0])
     # skip-first, then delays from step 1 until rank 0 has waited 300 ms
     assert out == [False, True, True, True, False, True]
+
+
+# ------------------------------------------ item 8: vLLM's own baseline
+
+
+def test_vllm_rows_use_the_current_front_end_score() -> None:
+    """Every mode but ``trtllm-adp`` is routed by the installed vLLM's
+    ``DPLBAsyncMPClient.get_core_engine_for_request``, which on these
+    lanes scores ``max(clients * in-flight, waiting + running)`` plus
+    ``waiting * 6 * max(0, kv - 0.5)`` (vllm-project/vllm#49204). Under the
+    older ``waiting * 4 + running`` score, [1 waiting + 1 running] (5)
+    would lose to [3 running] (3); under the current one it wins (2 < 3)."""
+    from vllm_ascend_balance.replay.sim.routing import Router
+
+    router = Router("vllm", 2, 0.2)
+    fields = len(router._state.lb_engines[0])
+    router._state.lb_engines = [[1, 1, 0.0][:fields], [0, 3, 0.0][:fields]]
+    assert router.route("a", 0, None) == 0
+    # the KV term: 2 waiting at 90 % KV cost 2 + 2 * 6 * 0.4 = 6.8 > 3
+    router = Router("vllm", 2, 0.2)
+    router._state.lb_engines = [[2, 0, 0.9][:fields], [0, 3, 0.0][:fields]]
+    assert router.route("b", 0, None) == (1 if fields == 3 else 0)
