@@ -75,7 +75,12 @@ def test_grammar_covers_every_policy() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["sglang-delayer:1:2:3:4:5:6:7", "trtllm-adp:10:1:0:11", "sglang-pdi:0", "vllm-align:1:1:0"],
+    [
+        "sglang-delayer:1:2:3:4:5:6:7",
+        "trtllm-adp:10:1:0:11",
+        "sglang-pdi:0",
+        "vllm-align:1:1:0",
+    ],
 )
 def test_out_of_range_knobs_are_one_line_errors(text: str) -> None:
     with pytest.raises(PolicyError) as info:

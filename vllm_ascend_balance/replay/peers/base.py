@@ -78,7 +78,8 @@ class PeerPolicy(ABC):
     holds_in_flight_chunks: ClassVar[bool] = False
     #: The source decides on the previous step's state (its reports are
     #: sent after a pass and applied later), not on the state after this
-    #: step's arrivals (see :class:`~vllm_ascend_balance.replay.sim.peer_step.PeerStep`).
+    #: step's arrivals (see
+    #: :class:`~vllm_ascend_balance.replay.sim.peer_step.PeerStep`).
     sees_previous_step: ClassVar[bool] = False
     #: The simulated engine's routing for this policy's runs: None = the
     #: replay's ``--routing``; ``"trtllm-adp"`` = TensorRT-LLM's own

@@ -75,7 +75,7 @@ class SGLangPrefillDelayer(PeerPolicy):
         "sgl-project/sglang prefill_delayer.py (+ #31835, #32880, #34284), "
         "scheduler.py _should_defer_prefill (#35017)"
     )
-    usage = "sglang-delayer[:N[:WATERMARK%[:QUEUE_RATIO%[:MAX_DELAY_MS[:PDI[:WINDOW]]]]]]"
+    usage = "sglang-delayer[:N[:WATERMARK%[:QUEUE%[:MAX_DELAY_MS[:PDI[:WINDOW]]]]]]"
     delayer = True
 
     def __init__(self, params: str = "") -> None:
@@ -200,4 +200,6 @@ class SGLangPrefillDecodeInterval(SGLangPrefillDelayer):
         (interval,) = parse_ints(
             params, type(self), [("PDI (prefill-decode interval)", 1, UNBOUNDED, 0)]
         )
-        super().__init__(f"{DEFAULT_MAX_DELAY_PASSES}:0:0:{DEFAULT_MAX_DELAY_MS}:{interval}")
+        super().__init__(
+            f"{DEFAULT_MAX_DELAY_PASSES}:0:0:{DEFAULT_MAX_DELAY_MS}:{interval}"
+        )

@@ -30,6 +30,7 @@ from vllm_ascend_balance.replay.records import (
     RankStep,
     split_gathered,
 )
+from vllm_ascend_balance.replay.sim.adp_routing import AdpRouter
 from vllm_ascend_balance.replay.sim.build import (
     PromptPool,
     SimOptions,
@@ -37,7 +38,6 @@ from vllm_ascend_balance.replay.sim.build import (
     dp_sync_rule,
     make_request,
 )
-from vllm_ascend_balance.replay.sim.adp_routing import AdpRouter
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 from vllm_ascend_balance.replay.sim.peer_step import PeerStep
 from vllm_ascend_balance.replay.sim.routing import Router
