@@ -36,7 +36,6 @@ from vllm_ascend_balance.replay.peers.state import (
     PassHistory,
     RankState,
     gathered_clock_s,
-    gathered_min_clock_s,
     rank_state,
 )
 from vllm_ascend_balance.scheduler import SEAM
@@ -51,7 +50,6 @@ __all__ = [
     "RankState",
     "compose_peer_gate",
     "gathered_clock_s",
-    "gathered_min_clock_s",
     "parse_ints",
     "rank_state",
 ]

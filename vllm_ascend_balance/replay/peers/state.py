@@ -175,12 +175,6 @@ def gathered_clock_s(gathered: Sequence[RankState]) -> float:
     return max(s.clock_ms for s in gathered) / 1000.0
 
 
-def gathered_min_clock_s(gathered: Sequence[RankState]) -> float:
-    """The gathered minimum of the ranks' clocks, in seconds (SGLang's queue
-    trigger takes the smallest elapsed wait over the ranks)."""
-    return min(s.clock_ms for s in gathered) / 1000.0
-
-
 def rank_state(
     scheduler: Any, history: PassHistory | None = None, clock_s: float = 0.0
 ) -> RankState:
