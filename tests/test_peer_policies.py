@@ -82,7 +82,7 @@ class SGLangUnbounded(SGLangPrefillDelayer):
     """Known bad: the delay without its pass bound (the starvation of
     sgl-project/sglang#29898 / #32880)."""
 
-    def _delay_or_allow(self) -> bool:
+    def _delay_or_allow(self, now_s: float) -> bool:
         self.delayed += 1
         return True
 
@@ -237,7 +237,11 @@ def hold_bound(policy: PeerPolicy) -> int:
     """The longest hold streak a rank that can admit may see: what each
     source's bounds add up to."""
     if isinstance(policy, SGLangPrefillDelayer):
-        return policy.max_delay_passes - 1
+        # A delayer deny lets chunks run, whose extend re-arms the interval
+        # P: each of the N - 1 denies can be followed by P deferred rounds.
+        n = policy.max_delay_passes - 1 if policy.delayer else 0
+        p = policy.interval
+        return n * (p + 1) + p
     if isinstance(policy, AtomPrefillDelayer):
         return policy.max_delay_passes
     if isinstance(policy, TrtllmAttentionDpBalance):
@@ -268,6 +272,8 @@ def rank_states(draw: st.DrawFn, size: int, step: int) -> list[RankState]:
                 max_prefill_batch_ever=draw(st.integers(0, 4)),
                 capacity_bound=draw(st.booleans()),
                 clock_ms=50 * step + draw(st.integers(0, 400)),
+                fits=draw(st.sampled_from([None, None, 0, 1])),
+                extended=draw(st.booleans()),
             )
         )
     return out
@@ -289,8 +295,12 @@ SPECS = [
     "sglang-delayer:4:20",
     "atom-delayer:3",
     "atom-delayer:30:300",  # the wall-clock bound decides
+    "sglang-delayer:3:0:50:300:2",  # queue trigger and interval
+    "sglang-pdi:3",
     "trtllm-adp:3:2",
+    "trtllm-adp:5:2:3:1",  # the low-occupancy timeout
     "vllm-align:3:2",
+    "vllm-align:30:2:300",  # the wall-clock bound decides
 ]
 
 
@@ -309,8 +319,15 @@ def check_properties(factory: Callable[[int], PeerPolicy], negative: bool) -> No
         streak = [0] * size
         for step in range(steps):
             states = data.draw(rank_states(size, step))
+            # A real engine: a held rank deferred its prefill work; a step
+            # whose hold covers chunks runs no prefill (no extend).
+            chunks = a.holds_chunks()
             states = [
-                replace(s, deferred=held and (s.waiting > 0 or s.prefilling > 0))
+                replace(
+                    s,
+                    deferred=held and (s.waiting > 0 or s.prefilling > 0),
+                    extended=s.extended and not (held and chunks),
+                )
                 for s, held in zip(states, holds, strict=True)
             ]
             holds = a.decide(states)
@@ -374,7 +391,11 @@ def test_bounded_hold_negative_control() -> None:
     "text",
     [
         "sglang-delayer:x",
-        "trtllm-adp:1:2:3",
+        "trtllm-adp:1:2:3:4:5",
+        "trtllm-adp:3:2:1:4",
+        "sglang-pdi",
+        "sglang-pdi:0",
+        "sglang-delayer:30:0:0:5000:0:0",
         "sglang-delayer:0",
         "sglang-delayer:30:500",
         "sglang-delayer:\u00b2",

@@ -29,7 +29,13 @@ REQUESTS = builtin_requests(seed=3, num_bursts=2, burst=(24, 30))
 # holds through throttle_prefills too) cover both paths of the simulation.
 pytestmark = pytest.mark.lane_scope("release", "main")
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_policies.py"
-SPECS = ["sglang-delayer:8", "trtllm-adp:8:2", "vllm-align:8:2", "atom-delayer:8"]
+SPECS = [
+    "sglang-delayer:8",
+    "sglang-pdi:2",
+    "trtllm-adp:8:2",
+    "vllm-align:8:2",
+    "atom-delayer:8",
+]
 
 
 def hold_errors(result: SimResult) -> list[str]:

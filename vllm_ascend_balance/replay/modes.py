@@ -21,11 +21,34 @@ every other one is compared with:
   (``on+queued-leader+max-held:64``, the opt-in rule docs/peer-policies.md
   recommends).
 - peer policies (``--engine sim`` only; :mod:`.peers`): another project's
-  DP admission rule through the same seam, balance off:
-  ``sglang-delayer[:N[:W]]`` (SGLang's PrefillDelayer),
-  ``trtllm-adp[:T[:W]]`` (TensorRT-LLM's attention-DP balance),
-  ``vllm-align[:D[:L]]`` (vLLM PR #51199's prefill alignment),
-  ``atom-delayer[:N[:MS]]`` (ROCm ATOM #930's PrefillDelayer).
+  DP admission rule through the same seam, balance off. Every knob is a
+  positional non-negative integer after the name, ``:``-separated; a field
+  left out takes the source's documented default (below, with its range):
+
+  ``sglang-delayer[:N[:W[:Q[:MS[:PDI[:WIN]]]]]]`` (SGLang's PrefillDelayer)
+      N = ``--prefill-delayer-max-delay-passes`` (30, >= 1);
+      W = ``--prefill-delayer-token-usage-low-watermark`` in % (0 = off,
+      0-100); Q = ``--prefill-delayer-queue-min-ratio`` in % (0 = off);
+      MS = ``--prefill-delayer-max-delay-ms`` (5000, >= 1);
+      PDI = ``--prefill-decode-interval`` (0 = off);
+      WIN = ``SGLANG_PREFILL_DELAYER_MAX_PREFILL_BS_WINDOW_SIZE`` (16, >= 1).
+  ``sglang-pdi:PDI`` (SGLang's ``--prefill-decode-interval`` alone, >= 1).
+  ``trtllm-adp[:T[:W[:M[:L]]]]`` (TensorRT-LLM's attention-DP balance, its
+      requests routed by its own ``DefaultADPRouter``)
+      T = ``timeout_iters`` (50, >= 0); W = ``batching_wait_iters`` (10,
+      >= 0); M = ``TLLM_ADP_BALANCE_MIN_GENERATION_REQUESTS`` (0 = off);
+      L = ``TLLM_ADP_BALANCE_LOW_OCCUPANCY_TIMEOUT_ITERS`` (0, 0-T).
+  ``vllm-align[:D[:L[:MS]]]`` (vLLM PR #51199's prefill alignment)
+      D = ``--prefill-alignment-max-delay-passes`` (30, >= 1);
+      L = ``--prefill-alignment-target-step-lead`` (2, >= 0);
+      MS = the fail-open wall-clock bound (5000, >= 1).
+  ``atom-delayer[:N[:MS]]`` (ROCm ATOM #930's PrefillDelayer)
+      N = ``ATOM_PREFILL_DELAYER_MAX_DELAY_PASSES`` (30, >= 1);
+      MS = ``ATOM_PREFILL_DELAYER_MAX_DELAY_MS`` (5000, >= 1).
+
+  vLLM's own baseline is ``off`` (its front-end load balancer routes every
+  mode but ``trtllm-adp``) and ``interval:N``
+  (``prefill_schedule_interval``, >= 1; 1 = off).
 
 Shorthands: ``both`` = ``off,on``; ``aa`` = ``off,off`` (an A/A comparison:
 the same configuration twice, whose differences are noise). A mode named
@@ -145,7 +168,8 @@ def _one(text: str) -> Mode:
             raise ModeError(
                 f"--mode: unknown mode {text!r} (use off, on, interval:N, "
                 f"on+interval:N, on+max-frozen:N, on+max-held:N, "
-                f"on+queued-leader, a peer policy such as sglang-delayer:30, or "
+                f"on+queued-leader, a peer policy such as sglang-delayer:30 or "
+                f"sglang-pdi:4 (grammar: docs/peer-policies.md), or "
                 f"the shorthands both, aa)"
             )
     if not balance and (policy or "max-frozen" in numbers or "max-held" in numbers):

@@ -159,9 +159,11 @@ class ReplayOptions:
         "comma-separated modes, the first is the baseline: off, on (balance), "
         "interval:N (vLLM's prefill_schedule_interval), on+interval:N, "
         "on+max-frozen:N, on+max-held:N, on+queued-leader (combinable, e.g. "
-        "on+queued-leader+max-held:64), peer policies (--engine sim): "
-        "sglang-delayer[:N[:W]], trtllm-adp[:T[:W]], "
-        "vllm-align[:D[:L]], atom-delayer[:N[:MS]]; shorthands both (off,on) "
+        "on+queued-leader+max-held:64), peer policies (--engine sim; knobs "
+        "and defaults: docs/peer-policies.md): "
+        "sglang-delayer[:N[:W[:Q[:MS[:PDI[:WIN]]]]]], sglang-pdi:PDI, "
+        "trtllm-adp[:T[:W[:M[:L]]]], vllm-align[:D[:L[:MS]]], "
+        "atom-delayer[:N[:MS]]; shorthands both (off,on) "
         "and aa (off,off: an A/A comparison)",
         metavar="LIST", group=_CMP,
     )  # fmt: skip

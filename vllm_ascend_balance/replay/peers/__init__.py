@@ -14,7 +14,10 @@ from vllm_ascend_balance.replay.peers.base import (
     compose_peer_gate,
     rank_state,
 )
-from vllm_ascend_balance.replay.peers.sglang_delayer import SGLangPrefillDelayer
+from vllm_ascend_balance.replay.peers.sglang_delayer import (
+    SGLangPrefillDecodeInterval,
+    SGLangPrefillDelayer,
+)
 from vllm_ascend_balance.replay.peers.trtllm_adp import TrtllmAttentionDpBalance
 from vllm_ascend_balance.replay.peers.vllm_align import VllmPrefillAlignment
 
@@ -23,6 +26,7 @@ POLICIES: dict[str, type[PeerPolicy]] = {
     cls.name: cls
     for cls in (
         SGLangPrefillDelayer,
+        SGLangPrefillDecodeInterval,
         TrtllmAttentionDpBalance,
         VllmPrefillAlignment,
         AtomPrefillDelayer,

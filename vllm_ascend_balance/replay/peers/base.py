@@ -28,126 +28,35 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from vllm_ascend_balance.replay.peers.state import (
+    RECENT_PREFILL_BATCHES,
+    PassHistory,
+    RankState,
+    gathered_clock_s,
+    rank_state,
+)
 from vllm_ascend_balance.scheduler import SEAM
+
+__all__ = [
+    "RECENT_PREFILL_BATCHES",
+    "UNBOUNDED",
+    "PassHistory",
+    "PeerGateMixin",
+    "PeerPolicy",
+    "PolicyError",
+    "RankState",
+    "compose_peer_gate",
+    "gathered_clock_s",
+    "parse_ints",
+    "rank_state",
+]
 
 
 class PolicyError(ValueError):
     """A peer policy's parameters that do not parse or are out of range."""
-
-
-@dataclass(frozen=True)
-class RankState:
-    """What one DP rank contributes to a peer policy's gather.
-
-    Attributes:
-        waiting: ``len(scheduler.waiting)``: requests not yet admitted.
-        running: ``len(scheduler.running)``.
-        cap: the rank's running cap (``max_num_running_reqs``).
-        prefilling: running requests whose prompt is not fully computed
-            (in-flight chunked prefills).
-        kv_usage_permille: KV cache blocks in use, per mille (an integer so
-            every rank compares exactly the same numbers).
-        max_prefill_batch_recent: the most new requests one step admitted,
-            over the last :data:`RECENT_PREFILL_BATCHES` steps that admitted
-            any (SGLang's ``max_prefill_bs`` window).
-        max_prefill_batch_ever: the same over the whole run (vLLM PR
-            #51199's ``max_prefill_batch``).
-        deferred: the rank's previous ``schedule()`` was held while it had
-            prefill work (a waiting request or an in-flight chunk).
-        capacity_bound: the last ``schedule()`` that was not held left
-            requests waiting (vLLM's ``prefill_capacity_bound``).
-        clock_ms: the rank's clock in milliseconds when it contributed (for
-            wall-clock bounds: policies read :func:`gathered_clock_s`).
-    """
-
-    waiting: int
-    running: int
-    cap: int
-    prefilling: int = 0
-    kv_usage_permille: int = 0
-    max_prefill_batch_recent: int = 0
-    max_prefill_batch_ever: int = 0
-    deferred: bool = False
-    capacity_bound: bool = False
-    clock_ms: int = 0
-
-    @property
-    def can_admit(self) -> bool:
-        """The rank has a new request to admit and room to run it: what
-        SGLang calls a rank with a prefillable request."""
-        return self.waiting > 0 and self.running < self.cap
-
-
-#: SGLang's ``SGLANG_PREFILL_DELAYER_MAX_PREFILL_BS_WINDOW_SIZE`` default.
-RECENT_PREFILL_BATCHES = 16
-
-
-def _prefilling(scheduler: Any) -> int:
-    return sum(r.num_computed_tokens < r.num_prompt_tokens for r in scheduler.running)
-
-
-@dataclass
-class PassHistory:
-    """What a rank remembers of its own ``schedule()`` passes for
-    :class:`RankState` (kept by the engine, updated by :meth:`observe`)."""
-
-    recent: deque[int] = field(
-        default_factory=lambda: deque(maxlen=RECENT_PREFILL_BATCHES)
-    )
-    ever: int = 0
-    deferred: bool = False
-    capacity_bound: bool = False
-
-    def before(self, scheduler: Any, chunks_held: bool) -> bool:
-        """Whether a hold defers prefill work on the rank (call just before
-        ``schedule()``): a waiting request, or an in-flight chunk where the
-        hold also throttles chunks (``chunks_held``)."""
-        if scheduler.waiting:
-            return True
-        return chunks_held and _prefilling(scheduler) > 0
-
-    def observe(
-        self, held: bool, had_prefill_work: bool, admitted: int, waiting_after: int
-    ) -> None:
-        """Record one pass: ``admitted`` new requests were scheduled and
-        ``waiting_after`` remain waiting."""
-        if admitted:
-            self.recent.append(admitted)
-            self.ever = max(self.ever, admitted)
-        self.deferred = held and had_prefill_work
-        if not held:
-            self.capacity_bound = waiting_after > 0
-
-
-def gathered_clock_s(gathered: Sequence[RankState]) -> float:
-    """The gathered maximum of the ranks' clocks, in seconds: the same on
-    every rank, whatever the skew between their local clocks."""
-    return max(s.clock_ms for s in gathered) / 1000.0
-
-
-def rank_state(
-    scheduler: Any, history: PassHistory | None = None, clock_s: float = 0.0
-) -> RankState:
-    """The :class:`RankState` of a real vLLM ``Scheduler`` at the rank's
-    clock ``clock_s`` (seconds)."""
-    h = history or PassHistory()
-    return RankState(
-        waiting=len(scheduler.waiting),
-        running=len(scheduler.running),
-        cap=int(scheduler.max_num_running_reqs),
-        prefilling=_prefilling(scheduler),
-        kv_usage_permille=round(1000 * scheduler.kv_cache_manager.usage),
-        max_prefill_batch_recent=max(h.recent, default=0),
-        max_prefill_batch_ever=h.ever,
-        deferred=h.deferred,
-        capacity_bound=h.capacity_bound,
-        clock_ms=round(1000 * clock_s),
-    )
 
 
 class PeerPolicy(ABC):
@@ -165,6 +74,18 @@ class PeerPolicy(ABC):
     #: The source also holds in-flight chunked prefills (the simulated
     #: engine then passes ``throttle_prefills`` where ``schedule()`` has it).
     holds_in_flight_chunks: ClassVar[bool] = False
+    #: The source decides on the previous step's state (its reports are
+    #: sent after a pass and applied later), not on the state after this
+    #: step's arrivals (see
+    #: :class:`~vllm_ascend_balance.replay.sim.peer_step.PeerStep`).
+    sees_previous_step: ClassVar[bool] = False
+    #: The simulated engine's routing for this policy's runs: None = the
+    #: replay's ``--routing``; ``"trtllm-adp"`` = TensorRT-LLM's own
+    #: attention-DP router with one global queue
+    #: (:mod:`~vllm_ascend_balance.replay.sim.adp_routing`).
+    routing: ClassVar[str | None] = None
+    #: SGLang's prefill-attempt window the engine keeps per rank.
+    prefill_bs_window: int = RECENT_PREFILL_BATCHES
 
     @abstractmethod
     def __init__(self, params: str = "") -> None:
@@ -186,6 +107,11 @@ class PeerPolicy(ABC):
             One bool per rank, True = hold. Called once per engine step; the
             instance's own state advances with each call.
         """
+
+    def holds_chunks(self) -> bool:
+        """Whether this step's hold (the last :meth:`decide`) also holds
+        in-flight chunked prefills (default: :attr:`holds_in_flight_chunks`)."""
+        return self.holds_in_flight_chunks
 
     def snapshot(self) -> tuple[Any, ...]:
         """The instance's state between steps (for the lock-step property:

@@ -14,14 +14,28 @@ Then, with one pair of counters that every rank advances alike:
   released once (the batching counter is not reset otherwise);
 - otherwise context is held, until ``timeout_iters`` iterations passed or a
   rank has no generation request (a hold never leaves a rank with an empty
-  batch).
+  batch); with the low-occupancy path of NVIDIA/TensorRT-LLM#17700
+  (``TLLM_ADP_BALANCE_MIN_GENERATION_REQUESTS`` M > 0) the timeout is
+  ``TLLM_ADP_BALANCE_LOW_OCCUPANCY_TIMEOUT_ITERS`` instead while the least
+  busy rank has fewer than M real generation requests (the pad dummy not
+  counted).
+
+The context counts are what the rank's scheduler fitted this iteration (the
+balance runs after the capacity and micro-batch schedulers): in-flight
+chunks plus the new requests that pass the slot, token-budget and KV checks
+(:attr:`RankState.admissible`). Requests reach the ranks through
+TensorRT-LLM's own attention-DP router (``DefaultADPRouter``, one global
+queue: :mod:`~vllm_ascend_balance.replay.sim.adp_routing`), not vLLM's
+front-end balancer.
 
 A hold drops the context requests of every rank for the iteration, in-flight
 chunked context included (``holds_in_flight_chunks``); generation requests
 always run.
 
-``--mode trtllm-adp[:T[:W]]``: T = ``timeout_iters`` (default 50), W =
-``batching_wait_iters`` (default 10).
+``--mode trtllm-adp[:T[:W[:M[:L]]]]``: T = ``timeout_iters`` (default 50), W =
+``batching_wait_iters`` (default 10), M =
+``TLLM_ADP_BALANCE_MIN_GENERATION_REQUESTS`` (default 0: off), L =
+``TLLM_ADP_BALANCE_LOW_OCCUPANCY_TIMEOUT_ITERS`` (default 0, at most T).
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ from collections.abc import Sequence
 from vllm_ascend_balance.replay.peers.base import (
     UNBOUNDED,
     PeerPolicy,
+    PolicyError,
     RankState,
     parse_ints,
 )
@@ -40,9 +55,9 @@ DEFAULT_BATCHING_WAIT_ITERS = 10
 
 
 def context_requests(state: RankState) -> int:
-    """Context requests the rank would schedule: in-flight chunks plus the
-    new requests its free slots take."""
-    return state.prefilling + min(state.waiting, max(0, state.cap - state.running))
+    """Context requests the rank's scheduler fitted: in-flight chunks plus
+    the new requests that pass its admission checks."""
+    return state.prefilling + state.admissible
 
 
 def generation_requests(state: RankState) -> int:
@@ -54,20 +69,42 @@ def generation_requests(state: RankState) -> int:
 
 class TrtllmAttentionDpBalance(PeerPolicy):
     name = "trtllm-adp"
-    source = "NVIDIA/TensorRT-LLM py_executor.py _balance_adp_requests (#6061)"
-    usage = "trtllm-adp[:TIMEOUT_ITERS[:BATCHING_WAIT_ITERS]]"
+    source = (
+        "NVIDIA/TensorRT-LLM py_executor.py _balance_adp_requests (#6061, #17700), "
+        "scheduler/adp_router.py DefaultADPRouter"
+    )
+    usage = (
+        "trtllm-adp[:TIMEOUT_ITERS[:BATCHING_WAIT_ITERS"
+        "[:MIN_GEN_REQUESTS[:LOW_OCCUPANCY_TIMEOUT_ITERS]]]]"
+    )
     holds_in_flight_chunks = True
+    routing = "trtllm-adp"
 
     def __init__(self, params: str = "") -> None:
         # The source's validator accepts 0 for both (0 = no hold of that kind).
-        self.timeout_iters, self.batching_wait_iters = parse_ints(
+        (
+            self.timeout_iters,
+            self.batching_wait_iters,
+            self.min_gen_requests,
+            self.low_occupancy_timeout_iters,
+        ) = parse_ints(
             params,
             type(self),
             [
                 ("TIMEOUT_ITERS", 0, UNBOUNDED, DEFAULT_TIMEOUT_ITERS),
                 ("BATCHING_WAIT_ITERS", 0, UNBOUNDED, DEFAULT_BATCHING_WAIT_ITERS),
+                ("MIN_GEN_REQUESTS", 0, UNBOUNDED, 0),
+                ("LOW_OCCUPANCY_TIMEOUT_ITERS", 0, UNBOUNDED, 0),
             ],
         )
+        if self.low_occupancy_timeout_iters > self.timeout_iters:
+            # The source refuses it: a longer wait when less occupied
+            # inverts the feature.
+            raise PolicyError(
+                f"--mode {self.name}:{params}: LOW_OCCUPANCY_TIMEOUT_ITERS must be "
+                f"in [0, TIMEOUT_ITERS={self.timeout_iters}], got "
+                f"{self.low_occupancy_timeout_iters}"
+            )
         self.waiting_iters = 0
         self.batching_iters = 0
 
@@ -86,7 +123,12 @@ class TrtllmAttentionDpBalance(PeerPolicy):
             self.batching_iters = 0
             return False
         self.waiting_iters += 1
-        if self.waiting_iters >= self.timeout_iters or not all_gen:
+        timeout = self.timeout_iters
+        if self.min_gen_requests and (
+            min(s.running - s.prefilling for s in gathered) < self.min_gen_requests
+        ):
+            timeout = self.low_occupancy_timeout_iters
+        if self.waiting_iters >= timeout or not all_gen:
             self.waiting_iters = 0
             return False
         return True

@@ -18,7 +18,7 @@ steps later on every rank:
   the largest prefill batch seen (the first such delay is let through),
   else delay or release;
 - delay or release: count a delay; the ``max_delay_passes``-th one, or one
-  5 s after the first, releases instead (fail-open; the 5 s read from the
+  MS (5 s) after the first, releases instead (fail-open; read from the
   gathered maximum of the ranks' clocks).
 
 While a release is pending no new decision is made. The PR exchanges the
@@ -27,8 +27,13 @@ decision is made from the gathered reports. A throttled pass also holds
 in-flight chunked prefills (``holds_in_flight_chunks``). Not modelled: the
 re-send and missing-rank timers (no rank is lost in the simulation).
 
-``--mode vllm-align[:D[:L]]``: D = ``--prefill-alignment-max-delay-passes``
-(default 30), L = ``--prefill-alignment-target-step-lead`` (default 2).
+The reports reach the coordinator after a pass, so every decision here is
+made on the state gathered at the end of the previous step
+(:attr:`sees_previous_step`), not on the state after this step's arrivals.
+
+``--mode vllm-align[:D[:L[:MS]]]``: D = ``--prefill-alignment-max-delay-passes``
+(default 30), L = ``--prefill-alignment-target-step-lead`` (default 2), MS =
+the fail-open wall-clock bound in ms (the PR's constant, 5000).
 """
 
 from __future__ import annotations
@@ -45,22 +50,24 @@ from vllm_ascend_balance.replay.peers.base import (
 
 DEFAULT_MAX_DELAY_PASSES = 30
 DEFAULT_TARGET_STEP_LEAD = 2
-MAX_DELAY_S = 5.0
+DEFAULT_MAX_DELAY_MS = 5000
 
 
 class VllmPrefillAlignment(PeerPolicy):
     name = "vllm-align"
     source = "vllm-project/vllm#51199 vllm/v1/engine/prefill_alignment.py"
-    usage = "vllm-align[:MAX_DELAY_PASSES[:TARGET_STEP_LEAD]]"
+    usage = "vllm-align[:MAX_DELAY_PASSES[:TARGET_STEP_LEAD[:MAX_DELAY_MS]]]"
     holds_in_flight_chunks = True
+    sees_previous_step = True
 
     def __init__(self, params: str = "") -> None:
-        self.max_delay_passes, self.lead = parse_ints(
+        self.max_delay_passes, self.lead, self.max_delay_ms = parse_ints(
             params,
             type(self),
             [
                 ("MAX_DELAY_PASSES", 1, UNBOUNDED, DEFAULT_MAX_DELAY_PASSES),
                 ("TARGET_STEP_LEAD", 0, UNBOUNDED, DEFAULT_TARGET_STEP_LEAD),
+                ("MAX_DELAY_MS", 1, UNBOUNDED, DEFAULT_MAX_DELAY_MS),
             ],
         )
         self.step = 0
@@ -80,7 +87,7 @@ class VllmPrefillAlignment(PeerPolicy):
         self.delayed += 1
         if (
             self.delayed >= self.max_delay_passes
-            or now_s - self.first_delay_s >= MAX_DELAY_S
+            or 1000.0 * (now_s - self.first_delay_s) >= self.max_delay_ms
         ):
             self._release()
 

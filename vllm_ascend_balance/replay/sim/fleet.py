@@ -30,6 +30,7 @@ from vllm_ascend_balance.replay.records import (
     RankStep,
     split_gathered,
 )
+from vllm_ascend_balance.replay.sim.adp_routing import AdpRouter
 from vllm_ascend_balance.replay.sim.build import (
     PromptPool,
     SimOptions,
@@ -150,6 +151,8 @@ def simulate(
     sync_interval, sync_first = dp_sync_rule(scheds[0].vllm_config)
     interval = opts.prefill_schedule_interval
     router = Router(opts.routing, n, opts.stats_interval_s)
+    # TensorRT-LLM's rows run behind its own router: one global queue.
+    adp = AdpRouter(n) if peers and peers.policy.routing == "trtllm-adp" else None
     models = [OutputModel(r) for r in range(n)]
     prompts = PromptPool(opts.max_model_len)
     cost = opts.cost
@@ -171,7 +174,7 @@ def simulate(
     unfinished = [False] * n
     idle = Batch()
     while True:
-        if not engines_running and not any(unfinished):
+        if not engines_running and not any(unfinished) and not (adp and adp.queue):
             if nxt >= total:
                 break
             # Every engine idle: nothing runs until the next request arrives.
@@ -180,10 +183,18 @@ def simulate(
         while nxt < total and order[nxt].arrival_s <= now:
             req = order[nxt]
             nxt += 1
+            if adp is not None:
+                adp.enqueue(req)
+                continue
             rid = REQUEST_ID.format(req.index)
             rank = router.route(rid, req.index, req.rank)
             routed[req.index] = opts.routing == "vllm" and req.rank is None
             scheds[rank].add_request(make_request(rid, req, prompts))
+            unfinished[rank] = True
+        for rank, req in adp.dispatch(scheds) if adp is not None else ():
+            scheds[rank].add_request(
+                make_request(REQUEST_ID.format(req.index), req, prompts)
+            )
             unfinished[rank] = True
         if not engines_running:
             # START_DP_WAVE: a request reaching an idle deployment wakes every
@@ -247,6 +258,8 @@ def simulate(
                         router.finished(o.request_id)
         for rank, sched in enumerate(scheds):
             unfinished[rank] = sched.has_unfinished_requests()
+        if peers is not None:
+            peers.end_step(now)
         step_counter += 1
         if (sync_first and step_counter == 1) or step_counter % sync_interval == 0:
             engines_running = any(unfinished)

@@ -1,6 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """A peer admission policy inside the simulated fleet's step: gather every
-rank's state, decide once, apply through the seam."""
+rank's state, decide once, apply through the seam.
+
+**What each system sees when it decides** (its information timing): the
+peers whose rule runs inside the scheduler pass (SGLang's delayer and
+interval, TensorRT-LLM's attention-DP balance, ATOM's delayer) decide on the
+state after this step's arrivals, because their collective runs after the
+pass took in new requests (SGLang: ``recv_requests`` then
+``get_next_batch_to_run``; TensorRT-LLM: ``_fetch_new_requests`` then
+``_schedule`` then ``_balance_adp_requests``; ATOM: the top of
+``Scheduler.schedule``). vLLM #51199 reports a finished pass to its
+coordinator, so it decides on the state gathered at the end of the previous
+step (:attr:`~vllm_ascend_balance.replay.peers.PeerPolicy.sees_previous_step`).
+The balance gate itself gathers right after ``_has_global_unfinished_reqs``,
+at the end of a step, and its decision applies to the next one: the
+previous step's state too (:mod:`.fleet`)."""
 
 from __future__ import annotations
 
@@ -8,7 +22,12 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from vllm_ascend_balance.replay.peers import PassHistory, make_policy, rank_state
+from vllm_ascend_balance.replay.peers import (
+    PassHistory,
+    RankState,
+    make_policy,
+    rank_state,
+)
 
 
 class PeerStep:
@@ -16,29 +35,42 @@ class PeerStep:
     (:mod:`vllm_ascend_balance.replay.peers`): every rank's state gathered, one
     decision (every rank's instance would compute the same from the same
     vector: ``tests/test_peer_policies.py`` checks that property, with skewed
-    clocks), applied through each scheduler's ``peer_hold`` and, for a policy
-    that holds chunks, ``throttle_prefills`` where ``schedule()`` has it."""
+    clocks), applied through each scheduler's ``peer_hold`` and, on a step
+    whose hold also covers chunks, ``throttle_prefills`` where ``schedule()``
+    has it."""
 
     def __init__(self, peer: str, scheds: Sequence[Any]) -> None:
         self.scheds = scheds
         self.policy = make_policy(peer)
-        self.histories = [PassHistory() for _ in scheds]
+        window = self.policy.prefill_bs_window
+        self.histories = [PassHistory(window) for _ in scheds]
         self.holds: tuple[bool, ...] = (False,) * len(scheds)
+        self.states: list[RankState] = []
+        self.previous: list[RankState] | None = None
         self.had_work = [False] * len(scheds)
         params = inspect.signature(type(scheds[0]).schedule).parameters
-        self.throttle_chunks = (
-            self.policy.holds_in_flight_chunks and "throttle_prefills" in params
-        )
+        self.can_throttle = "throttle_prefills" in params
+        self.throttle_chunks = False
 
-    def decide(self, now_s: float) -> None:
-        states = [
+    def gather(self, now_s: float) -> list[RankState]:
+        """Every rank's state now (``now_s``: modeled seconds)."""
+        return [
             rank_state(s, h, now_s)
             for s, h in zip(self.scheds, self.histories, strict=True)
         ]
-        self.holds = self.policy.decide(states)
+
+    def decide(self, now_s: float) -> None:
+        """The step's decision, after this step's arrivals."""
+        self.states = self.gather(now_s)
+        seen = self.states
+        if self.policy.sees_previous_step and self.previous is not None:
+            seen = self.previous
+        self.holds = self.policy.decide(seen)
+        self.throttle_chunks = self.can_throttle and self.policy.holds_chunks()
         for rank, sched in enumerate(self.scheds):
             sched.peer_hold = self.holds[rank]
             self.histories[rank].deferred = False  # no pass yet this step
+            self.histories[rank].extended = False
 
     def before_schedule(self, rank: int) -> bool:
         """Note the rank's prefill work; True: also throttle in-flight
@@ -48,9 +80,27 @@ class PeerStep:
         return self.holds[rank] and self.throttle_chunks
 
     def after_schedule(self, rank: int, so: Any) -> None:
+        sched = self.scheds[rank]
+        extended = False
+        for rid, n in so.num_scheduled_tokens.items():
+            req = sched.requests.get(rid)
+            # schedule() has already advanced num_computed_tokens.
+            if req is not None and req.num_computed_tokens - n < req.num_prompt_tokens:
+                extended = True
+                break
         self.histories[rank].observe(
             self.holds[rank],
             self.had_work[rank],
             len(so.scheduled_new_reqs),
-            len(self.scheds[rank].waiting),
+            len(sched.waiting),
+            # A round whose hold covers chunks (SGLang's interval) skips the
+            # delayer's negotiation: no attempt to record.
+            attempted=None if self.policy.holds_chunks() else self.states[rank],
+            extended=extended,
         )
+
+    def end_step(self, now_s: float) -> None:
+        """The state at the end of a step (after ``update_from_output``):
+        what a policy that sees the previous step decides on next."""
+        if self.policy.sees_previous_step:
+            self.previous = self.gather(now_s)
