@@ -36,6 +36,9 @@ logger = init_logger(__name__)
 DEFAULT_ALIGN_DEADLINE = 64
 #: ``balance_align_window``: the most steps between two aligned openings.
 DEFAULT_ALIGN_WINDOW = 8
+#: :attr:`Aligned.since` before any opening: the first request is never
+#: held for alignment.
+NEVER = 1 << 30
 #: ``balance_align_min_load``: the fill (running / cap) below which
 #: alignment is off.
 DEFAULT_ALIGN_MIN_LOAD = 0.5
@@ -172,7 +175,7 @@ class Aligned(QueuedLeader):
        open (alignment off);
     3. no rank below the cap is idle (every rank that can admit has
        something to prefill): open, all prefill in the same step;
-    4. ``W`` steps or more since the last opening that had a request to
+    4. ``W`` gathers or more since the last opening that had a request to
        admit: open; ``W`` grows with the load, from 1 at
        ``align_min_load`` to ``align_window`` at a full cap, so a light
        load waits little;
@@ -185,7 +188,8 @@ class Aligned(QueuedLeader):
     whichever rule froze it.
 
     Attributes:
-        since: gathers since the last opening that had a request to admit.
+        since: gathers since the last opening that had a request to admit
+            (this one included; :data:`NEVER` before the first).
     """
 
     name: ClassVar[str] = "aligned"
@@ -196,10 +200,7 @@ class Aligned(QueuedLeader):
                 None, DEFAULT_ALIGN_DEADLINE, knobs.align_window, knobs.align_min_load
             )
         super().__init__(knobs)
-        self.since = 0
-        low = knobs.align_min_load
-        # The window's slope in steps per unit of load, computed once.
-        self._slope = (knobs.align_window - 1) / (1.0 - low) if low < 1 else 0.0
+        self.since = NEVER
 
     def flags(self, running: int, waiting: bool, cap: int) -> tuple[int, ...]:
         below = running < cap
@@ -215,7 +216,9 @@ class Aligned(QueuedLeader):
         low = self.knobs.align_min_load
         if load < low:
             return None
-        return 1 + int(self._slope * (load - low))
+        if low >= 1:
+            return 1
+        return 1 + int((self.knobs.align_window - 1) * (load - low) / (1 - low))
 
     def closes(self, seen: Gathered) -> bool:
         if seen.queued:
@@ -226,13 +229,15 @@ class Aligned(QueuedLeader):
         return window is not None and self.since < window
 
     def decide(self, seen: Gathered) -> bool:
+        self.since += 1
         frozen = super().decide(seen)
-        self.since = 0 if seen.held and not frozen else self.since + 1
+        if seen.held and not frozen:
+            self.since = 0
         return frozen
 
     def restart(self) -> None:
         super().restart()
-        self.since = 0
+        self.since = NEVER
 
 
 #: The policies by ``balance_policy`` name; the first is the contract.
