@@ -81,8 +81,11 @@ def payload(scheduler: Any) -> Row:
     running = len(scheduler.running)
     below = running < admission_cap(scheduler)
     waiting = len(scheduler.waiting) > 0
-    return running, int(waiting and below), int(waiting and not below), int(
-        below and not waiting
+    return (
+        running,
+        int(waiting and below),
+        int(waiting and not below),
+        int(below and not waiting),
     )
 
 

@@ -261,7 +261,8 @@ def policy_line(setting: Any) -> str:
     if setting.policy != "aligned":
         return f"{setting.policy}: a leader at the cap freezes every rank"
     window = setting.align_window or DEFAULT_ALIGN_WINDOW
-    load = DEFAULT_ALIGN_MIN_LOAD if setting.align_min_load is None else setting.align_min_load
+    load = setting.align_min_load
+    load = DEFAULT_ALIGN_MIN_LOAD if load is None else load
     deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
     return (
         f"aligned: queued-leader freeze, and above {load:g} of the cap prefills "

@@ -340,7 +340,7 @@ def _aligned_only(setting: BalanceSetting, where: str) -> BalanceSetting:
     if setting.policy == "aligned":
         if setting.max_frozen_steps is not None:
             raise BalanceConfigError(
-                f"{where}: balance_policy \"aligned\" bounds every hold with "
+                f'{where}: balance_policy "aligned" bounds every hold with '
                 f"balance_max_held_steps, not balance_max_frozen_steps: use e.g. "
                 f"{example('balance_align_window')}"
             )
@@ -348,7 +348,7 @@ def _aligned_only(setting: BalanceSetting, where: str) -> BalanceSetting:
     for key in NEEDS_ALIGNED:
         if getattr(setting, key.removeprefix("balance_")) is not None:
             raise BalanceConfigError(
-                f"{where}.{key} is read by balance_policy \"aligned\" only, but "
+                f'{where}.{key} is read by balance_policy "aligned" only, but '
                 f"the policy is {setting.policy!r}: use e.g. {example(key)}, or "
                 f"remove the key"
             )

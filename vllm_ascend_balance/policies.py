@@ -201,6 +201,7 @@ class Aligned(QueuedLeader):
             )
         super().__init__(knobs)
         self.since = NEVER
+        self._deadline: int = knobs.max_held_steps  # type: ignore[assignment]
 
     def flags(self, running: int, waiting: bool, cap: int) -> tuple[int, ...]:
         below = running < cap
@@ -221,6 +222,7 @@ class Aligned(QueuedLeader):
         return 1 + int((self.knobs.align_window - 1) * (load - low) / (1 - low))
 
     def closes(self, seen: Gathered) -> bool:
+        """Rules 1-5 of the class docstring (reads :attr:`since`)."""
         if seen.queued:
             return True
         if not seen.held or not seen.idle:
@@ -229,9 +231,28 @@ class Aligned(QueuedLeader):
         return window is not None and self.since < window
 
     def decide(self, seen: Gathered) -> bool:
+        # GatePolicy.decide with closes() and the held bound inlined: this
+        # runs on every rank at every step (benchmarks/bench_policy_decision.py).
         self.since += 1
-        frozen = super().decide(seen)
-        if seen.held and not frozen:
+        held = seen.held
+        if seen.queued:
+            frozen = True
+        elif not held or not seen.idle:
+            frozen = False
+        else:
+            window = self.window(seen)
+            frozen = window is not None and self.since < window
+        self.failed_open = False
+        if not frozen:
+            self.run = 0
+        elif held:
+            if self.run >= self._deadline:
+                self.failed_open = True
+                self.run = 0
+                frozen = False
+            else:
+                self.run += 1
+        if held and not frozen:
             self.since = 0
         return frozen
 

@@ -25,8 +25,8 @@ from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.policies import (
     DEFAULT_ALIGN_MIN_LOAD,
     DEFAULT_ALIGN_WINDOW,
-    Gathered,
     GatePolicy,
+    Gathered,
     Knobs,
     make_policy,
 )
@@ -80,8 +80,8 @@ class BalanceSchedulerMixin:
     Attributes:
         dp_group: the DP ``ProcessGroup`` (gloo/HCCL), injected by the engine.
         balance_gathered: last gathered running counts, int64 tensor of shape
-            ``(dp_size,)``, index = DP rank (with the
-            opt-in rules: ``(dp_size, 1 + flags)``, the flags after column 0); None before
+            ``(dp_size,)``, index = DP rank (with the opt-in rules:
+            ``(dp_size, 1 + flags)``, the flags after column 0); None before
             the first gather (and always with ``"all_reduce_max"``, which
             gathers no vector).
         balance_frozen: whether admission from WAITING is frozen this step.

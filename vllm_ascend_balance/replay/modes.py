@@ -164,7 +164,8 @@ def _one(text: str) -> Mode:
             raise ModeError(
                 f"--mode: unknown mode {text!r} (use off, on, interval:N, "
                 f"on+interval:N, on+max-frozen:N, on+max-held:N, "
-                f"on+queued-leader, on+aligned[:W[:P]], a peer policy such as sglang-delayer:30, or "
+                f"on+queued-leader, on+aligned[:W[:P]], a peer policy such as "
+                f"sglang-delayer:30, or "
                 f"the shorthands both, aa)"
             )
     if not balance and (policy or "max-frozen" in numbers or "max-held" in numbers):
