@@ -42,8 +42,8 @@ silently ignored.
   ``"aligned"`` (that freeze plus prefill alignment across ranks above a
   load, every hold bounded by ``balance_max_held_steps``, default 64;
   opt-in, :class:`~vllm_ascend_balance.policies.Aligned`).
-- ``balance_align_window`` (a positive JSON integer, default 8) and
-  ``balance_align_min_load`` (a JSON number from 0 to 1, default 0.5): the
+- ``balance_align_window`` (a positive JSON integer, default 32) and
+  ``balance_align_min_load`` (a JSON number from 0 to 1, default 0): the
   ``aligned`` policy's most steps between two aligned openings, and the
   fill below which it does not align; refused with any other policy.
 - ``balance_stall_warning_s``: seconds (a positive JSON number; ``0`` turns

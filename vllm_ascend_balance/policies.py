@@ -35,13 +35,14 @@ logger = init_logger(__name__)
 #: frozen steps, where ``balance_max_held_steps`` is not set (never unbounded).
 DEFAULT_ALIGN_DEADLINE = 64
 #: ``balance_align_window``: the most steps between two aligned openings.
-DEFAULT_ALIGN_WINDOW = 8
+DEFAULT_ALIGN_WINDOW = 32
 #: :attr:`Aligned.since` before any opening: the first request is never
 #: held for alignment.
 NEVER = 1 << 30
 #: ``balance_align_min_load``: the fill (running / cap) below which
-#: alignment is off.
-DEFAULT_ALIGN_MIN_LOAD = 0.5
+#: alignment is off. 0: the window alone follows the load (tuned on the
+#: simulated engine, docs/operating.md).
+DEFAULT_ALIGN_MIN_LOAD = 0.0
 
 
 @dataclass(frozen=True, slots=True)
