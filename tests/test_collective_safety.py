@@ -245,3 +245,45 @@ def test_queued_leader_completes_and_ranks_agree(queued_run):
             run_length += held
         freezes += gather.frozen
     assert freezes > 0, "the skewed load never queued a rank at the cap"
+
+
+# The aligned policy on the same deployment: the payload grows to
+# [len(running), held, queued, idle] through the same hook and collective;
+# the lock-step properties on every lane are test_aligned_properties.py's.
+ALIGNED_MODE = "on+aligned:4:0+max-held:4"
+
+
+@pytest.fixture(scope="module")
+def aligned_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("aligned")
+    return _run(tmp, 2, timeout=TIMEOUT_S[2], extra=("--mode", ALIGNED_MODE))
+
+
+@pytest.mark.lane_scope("release")
+def test_aligned_completes_and_ranks_agree(aligned_run):
+    from tests.test_aligned_properties import Setting, expected
+
+    result, run_dir = aligned_run
+    assert not result.timed_out, f"replay hung:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = result.json["runs"]
+    assert run["status"] == "ok"
+    assert run["metrics"]["completed"] == WAVES * (CAP + 4)
+    assert result.leftover_pids == [], "engine processes outlived the replay"
+    records = load_run_records(run_dir, ALIGNED_MODE, 2)
+    by_rank = [recs.gathers for _, recs in sorted(records.items())]
+    assert by_rank[0] and len({len(g) for g in by_rank}) == 1
+    rows, decided = [], []
+    for same in zip(*by_rank, strict=True):
+        assert len({(tuple(g.gathered), str(g.flags), g.frozen) for g in same}) == 1
+        gather = same[0]
+        assert gather.flags is not None and all(len(f) == 3 for f in gather.flags)
+        rows.append(
+            [(r, *f) for r, f in zip(gather.gathered, gather.flags, strict=True)]
+        )
+        decided.append(gather.frozen)
+    # The policy's oracle over the gathers the ranks really received (a
+    # replaced group would restart it; this deployment keeps one).
+    oracle = expected(rows, by_rank[0][0].cap, Setting(4, 0.0, 4))
+    assert decided == [d == "frozen" for d in oracle]
+    assert any(decided), "the skewed load never froze the aligned gate"

@@ -41,13 +41,17 @@ FIELDS = {
     "balance_policy": "policy",
     "balance_stall_warning_s": "stall_warning_s",
     "balance_collective": "collective",
+    "balance_align_window": "align_window",
+    "balance_align_min_load": "align_min_load",
 }
 VALID = {
     "balance_max_frozen_steps": st.sampled_from([1, 7, 64]),
     "balance_max_held_steps": st.sampled_from([1, 16]),
-    "balance_policy": st.sampled_from(["leader_at_cap", "queued_leader"]),
+    "balance_policy": st.sampled_from(["leader_at_cap", "queued_leader", "aligned"]),
     "balance_stall_warning_s": st.sampled_from([0.5, 60]),
     "balance_collective": st.sampled_from(["all_gather", "all_reduce_max"]),
+    "balance_align_window": st.sampled_from([1, 8, 32]),
+    "balance_align_min_load": st.sampled_from([0, 0.5, 1]),
 }
 INVALID = {
     "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5]),
@@ -55,6 +59,8 @@ INVALID = {
     "balance_policy": st.sampled_from(["fair", 1, True]),
     "balance_stall_warning_s": st.sampled_from([-1, True, "60", float("inf")]),
     "balance_collective": st.sampled_from(["ring", 3, True]),
+    "balance_align_window": st.sampled_from([0, True, "8", 2.5]),
+    "balance_align_min_load": st.sampled_from([-0.1, 1.5, True, "0.5"]),
 }
 STRANGERS = ["balance_foo", "balance_max_frozen_step", "balance_colective"]
 
@@ -85,7 +91,10 @@ def build(
         additional[SWITCH] = True
     elif form == "env":
         environ[ENV_SETTING] = "1"
-    (sched if position == "nested" else additional)[key] = value
+    section = sched if position == "nested" else additional
+    section[key] = value
+    if key in config.NEEDS_ALIGNED:
+        section["balance_policy"] = "aligned"  # the only policy that reads it
     if sched:
         additional["scheduler_config"] = sched
     return additional, environ
@@ -206,7 +215,10 @@ def test_each_example_sets_its_own_key(where: str) -> None:
         text = config.example(key, where)
         body = json.loads(text.split("'")[1])
         section = body if where == config.TOP else body["scheduler_config"]
-        assert section == {SWITCH: True, key: OPTIONS[key]}
+        # The aligned policy's knobs come with the policy that reads them.
+        needs = {"balance_policy": "aligned"} if key in config.NEEDS_ALIGNED else {}
+        assert section == {SWITCH: True, key: OPTIONS[key], **needs}
+        read_user_setting(body, {})  # and the example itself is accepted
 
 
 @pytest.mark.parametrize("where", ["nested", "top", "carried"])
@@ -273,3 +285,66 @@ def test_an_unknown_policy_is_refused_in_one_line() -> None:
         read_user_setting(
             {"scheduler_config": {SWITCH: True, "balance_policy": "fair"}}, {}
         )
+
+
+def test_aligned_knobs_need_the_aligned_policy_and_the_held_bound() -> None:
+    """The ``aligned`` policy's knobs with another policy, or the frozen
+    bound with ``aligned``, are refused in one line naming the key."""
+    refused = [
+        ({"balance_align_window": 8}, "balance_align_window is read by"),
+        (
+            {"balance_policy": "queued_leader", "balance_align_min_load": 0.5},
+            "balance_align_min_load is read by",
+        ),
+        (
+            {"balance_policy": "aligned", "balance_max_frozen_steps": 64},
+            "bounds every hold with balance_max_held_steps",
+        ),
+    ]
+    for options, message in refused:
+        with pytest.raises(BalanceConfigError, match=message) as caught:
+            read_user_setting({"scheduler_config": {SWITCH: True, **options}}, {})
+        assert "\n" not in str(caught.value)
+        assert "e.g. --additional-config" in str(caught.value)
+
+
+def test_aligned_setting_travels_to_the_engines_and_composes() -> None:
+    section = {
+        SWITCH: True,
+        "balance_policy": "aligned",
+        "balance_align_window": 12,
+        "balance_align_min_load": 0.25,
+        "balance_max_held_steps": 32,
+    }
+    setting = read_user_setting({"scheduler_config": section}, {})
+    again = config.read_balance_setting(
+        make_vllm_config(additional_config={config.CARRIED_KEY: setting.carried()})
+    )
+    assert again == setting
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    cls = activation.compose_scheduler(
+        Scheduler,
+        max_held_steps=32,
+        policy="aligned",
+        align_window=12,
+        align_min_load=0.25,
+    )
+    assert (cls.balance_align_window, cls.balance_align_min_load) == (12, 0.25)
+    assert cls.balance_policy == "aligned"
+
+
+def test_doctor_shows_the_aligned_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    section = {SWITCH: True, "balance_policy": "aligned", "balance_align_window": 6}
+    args = doctor.parse_args(
+        [
+            "--data-parallel-size",
+            "2",
+            "--additional-config",
+            json.dumps({"scheduler_config": section}),
+        ]
+    )
+    doctor.run(args)
+    out = capsys.readouterr().out
+    assert "freeze policy:         aligned: queued-leader freeze" in out
+    assert "at most every 6 steps; no hold past 64 held steps" in out

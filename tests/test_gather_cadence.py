@@ -144,6 +144,7 @@ def _rank_main(
     out_path: str,
     max_frozen: int | None = None,
     per_rank_counter: bool = False,
+    policy: str = "leader_at_cap",
 ) -> None:
     """One DP rank: see the module docstring."""
     from vllm.distributed.utils import (
@@ -165,7 +166,13 @@ def _rank_main(
     groups = [group]
 
     base = AsyncScheduler if rank == 1 else Scheduler
-    scheduler_cls = activation.compose_scheduler(base, max_frozen)
+    scheduler_cls = (
+        activation.compose_scheduler(base, max_frozen)
+        if policy == "leader_at_cap"
+        else activation.compose_scheduler(
+            base, max_held_steps=4, policy=policy, align_window=4, align_min_load=0.0
+        )
+    )
     if per_rank_counter:
         scheduler_cls = type("PerRankCounter", (PerRankCounterGate, scheduler_cls), {})
     scheduler: Any = make_scheduler(scheduler_cls, max_num_seqs=CAP, num_blocks=400)
@@ -268,6 +275,7 @@ def _run_ranks(
     run_disabled: bool,
     max_frozen: int | None = None,
     per_rank_counter: bool = False,
+    policy: str = "leader_at_cap",
 ) -> list[dict[str, Any]]:
     from vllm.config import ParallelConfig
 
@@ -290,6 +298,7 @@ def _run_ranks(
                 str(paths[rank]),
                 max_frozen,
                 per_rank_counter,
+                policy,
             )
             for rank in range(world)
         ],
@@ -357,6 +366,31 @@ def test_gather_cadence_three_ranks_elastic_shrink(tmp_path: Path) -> None:
     for rank in (0, 1):
         sizes = [rec["buffer_size"] for rec in results[rank]["steps"]]
         assert sizes == [3] * SHRINK_AT + [2] * (STEPS - SHRINK_AT)
+
+
+def test_aligned_policy_stays_one_gather_per_step(tmp_path: Path) -> None:
+    """The opt-in ``aligned`` policy: still exactly one collective per step
+    per rank, after upstream's sync, carrying ``[len(running), held,
+    queued, idle]``; every rank receives the same rows and decides the
+    same; a frozen step admits nothing anywhere."""
+    results = _run_ranks(tmp_path, 2, None, run_disabled=False, policy="aligned")
+    steps = [result["steps"] for result in results]
+    frozen_steps = 0
+    for index in range(STEPS):
+        recs = [ranked[index] for ranked in steps]
+        for rec in recs:
+            gathers = [c for c in rec["calls"] if c != "all_reduce"]
+            assert len(gathers) == 1, f"step {index}: {rec['calls']}"
+            assert rec["calls"][-1] == gathers[0], rec["calls"]
+            (sent,) = rec["gather_payloads"]
+            assert len(sent) == 4 and sent[0] == rec["payload"], sent
+        assert recs[0]["vector"] == recs[1]["vector"], f"step {index}"
+        assert [row[0] for row in recs[0]["vector"]] == [r["payload"] for r in recs]
+        assert len({rec["frozen"] for rec in recs}) == 1, f"step {index}"
+        if recs[0]["frozen"] and index + 1 < STEPS:
+            frozen_steps += 1
+            assert all(ranked[index + 1]["admitted"] == 0 for ranked in steps)
+    assert frozen_steps > 0, "the skewed load never froze the aligned gate"
 
 
 def test_single_process_buffer_follows_group_size() -> None:

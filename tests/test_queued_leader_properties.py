@@ -30,6 +30,7 @@ asked for (freezes with no rank at the cap having a queue).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,7 @@ from tests.test_gate_properties import (
     lockstep_scenarios,
 )
 from vllm_ascend_balance import activation
+from vllm_ascend_balance.policies import Gathered
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, admission_cap
 
@@ -196,9 +198,9 @@ class LocalHeldGate(BalanceSchedulerMixin):
     """Known-bad: the bound counts a frozen step by this rank's own queue,
     not by the gathered flag."""
 
-    def _balance_keep_frozen(self, held: bool) -> bool:
+    def _balance_decide(self, seen: Gathered) -> bool:
         mine = bool(self.waiting) and len(self.running) < admission_cap(self)  # type: ignore[attr-defined]
-        return super()._balance_keep_frozen(mine)
+        return super()._balance_decide(dataclasses.replace(seen, held=mine))
 
 
 @functools.cache

@@ -135,6 +135,27 @@ def test_mode_grammar_of_the_balance_settings():
             parse_modes(bad)
 
 
+def test_mode_grammar_of_the_aligned_policy():
+    plain, tuned = parse_modes("on+aligned,on+aligned:32:25+max-held:16")
+    assert plain.bounds(8) == {"balance_policy": "aligned"}  # its own deadline
+    assert tuned.bounds(None) == {
+        "balance_policy": "aligned",
+        "balance_align_window": 32,
+        "balance_align_min_load": 0.25,
+        "balance_max_held_steps": 16,
+    }
+    assert plain.config != tuned.config
+    for bad, words in [
+        ("aligned", "needs balance on"),
+        ("on+aligned:0", "W >= 1"),
+        ("on+aligned:8:101", "P <= 100"),
+        ("on+aligned:8:x", "integers"),
+        ("on+aligned+max-frozen:4", "max-held:N, not max-frozen:N"),
+    ]:
+        with pytest.raises(ModeError, match=words):
+            parse_modes(bad)
+
+
 def test_runs_alternate_abba():
     a, b, c = parse_modes("off,on,interval:2")
     order = run_order([a, b], 4)

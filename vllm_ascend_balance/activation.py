@@ -50,6 +50,11 @@ from vllm_ascend_balance.config import (
 )
 from vllm_ascend_balance.engine import install_gather_hook
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.policies import (
+    DEFAULT_ALIGN_DEADLINE,
+    DEFAULT_ALIGN_MIN_LOAD,
+    DEFAULT_ALIGN_WINDOW,
+)
 from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
 logger = init_logger(__name__)
@@ -119,6 +124,8 @@ class ActivationPlan:
         max_held_steps: the held-step bound (None = not set).
         policy: the ``balance_policy`` setting.
         collective: the ``balance_collective`` setting.
+        align_window, align_min_load: the ``aligned`` policy's
+            ``balance_align_*`` settings (None = its defaults).
         vllm_ascend: the installed vllm-ascend (``"vllm-ascend X.Y.Z"``),
             handed balance off wherever balance is requested
             (:mod:`~vllm_ascend_balance.ascend_steering`); None: not
@@ -134,6 +141,8 @@ class ActivationPlan:
     max_held_steps: int | None = None
     policy: str = DEFAULT_POLICY
     collective: str = DEFAULT_COLLECTIVE
+    align_window: int | None = None
+    align_min_load: float | None = None
     vllm_ascend: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -169,6 +178,8 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         max_held_steps=setting.max_held_steps,
         policy=setting.policy,
         collective=setting.collective,
+        align_window=setting.align_window,
+        align_min_load=setting.align_min_load,
     )
     if not setting.enabled:
         plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
@@ -223,10 +234,7 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
         f"opens for one step ({MAX_FROZEN_SETTING})"
     )
     if setting.policy != DEFAULT_POLICY:
-        plan.notes.append(
-            f"policy {setting.policy}: freeze only while a rank at the cap has "
-            f"requests waiting ({POLICY_SETTING})"
-        )
+        plan.notes.append(f"policy {policy_line(setting)} ({POLICY_SETTING})")
     stall = setting.stall_warning_s
     plan.notes.append(
         "stall warning off"
@@ -245,17 +253,38 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
     return plan
 
 
+def policy_line(setting: Any) -> str:
+    """What the policy of ``setting`` (a ``BalanceSetting`` or an
+    :class:`ActivationPlan`) does, in a few words, for notes and doctor."""
+    if setting.policy == "queued_leader":
+        return "queued_leader: freeze only while a rank at the cap has requests waiting"
+    if setting.policy != "aligned":
+        return f"{setting.policy}: a leader at the cap freezes every rank"
+    window = setting.align_window or DEFAULT_ALIGN_WINDOW
+    load = setting.align_min_load
+    load = DEFAULT_ALIGN_MIN_LOAD if load is None else load
+    deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
+    return (
+        f"aligned: queued-leader freeze, and above {load:g} of the cap prefills "
+        f"open together at most every {window} steps; no hold past {deadline} "
+        f"held steps"
+    )
+
+
 def compose_scheduler(
     base: type,
     max_frozen_steps: int | None = None,
     collective: str = DEFAULT_COLLECTIVE,
     max_held_steps: int | None = None,
     policy: str = DEFAULT_POLICY,
+    align_window: int | None = None,
+    align_min_load: float | None = None,
 ) -> type:
     """``base`` with :class:`BalanceSchedulerMixin` in front, bounded by
     ``max_frozen_steps`` or ``max_held_steps`` (at most one), freezing by
-    ``policy``, exchanging by ``collective`` (one class per combination, so
-    every engine core of a process gets the very same class).
+    ``policy`` (with the ``aligned`` policy's knobs, None = defaults),
+    exchanging by ``collective`` (one class per combination, so every engine
+    core of a process gets the very same class).
 
     Raises:
         ValueError: both bounds given (the setting reader refuses that
@@ -264,7 +293,13 @@ def compose_scheduler(
     if max_frozen_steps is not None and max_held_steps is not None:
         raise ValueError("compose_scheduler: give max_frozen_steps or max_held_steps")
     return _compose_scheduler(
-        base, max_frozen_steps, collective, max_held_steps, policy
+        base,
+        max_frozen_steps,
+        collective,
+        max_held_steps,
+        policy,
+        align_window,
+        align_min_load,
     )
 
 
@@ -275,6 +310,8 @@ def _compose_scheduler(
     collective: str,
     max_held_steps: int | None,
     policy: str,
+    align_window: int | None,
+    align_min_load: float | None,
 ) -> type:
     namespace: dict[str, Any] = {"__module__": __name__}
     if max_frozen_steps is not None:
@@ -285,6 +322,10 @@ def _compose_scheduler(
         namespace["balance_policy"] = policy
     if collective != DEFAULT_COLLECTIVE:
         namespace["balance_collective"] = collective
+    if align_window is not None:
+        namespace["balance_align_window"] = align_window
+    if align_min_load is not None:
+        namespace["balance_align_min_load"] = align_min_load
     return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), namespace)
 
 
@@ -317,6 +358,8 @@ def run_engine_core(
             plan.collective,
             plan.max_held_steps,
             plan.policy,
+            plan.align_window,
+            plan.align_min_load,
         )
         notes = "; ".join(
             plan.notes

@@ -28,8 +28,10 @@ non-empty, ``len(running)`` below the cap) and "I am at the cap with
 requests waiting", and both exchanges return, per flag, whether any rank
 set it: the all-gather's payload grows to ``[len(running), held, queued]``
 (shape ``(3,)`` per rank), the log-depth exchange's to ``[len, -len, held,
-queued]`` (MAX of a 0/1 flag is "any"). Without those settings the payload
-is the contract's, unchanged.
+queued]`` (MAX of a 0/1 flag is "any"); ``balance_policy: "aligned"``
+adds a third flag, "I am below the cap with nothing waiting" (the flags are
+each policy's, :mod:`~vllm_ascend_balance.policies`). Without those settings
+the payload is the contract's, unchanged.
 """
 
 from __future__ import annotations

@@ -37,8 +37,15 @@ silently ignored.
   a request (WAITING non-empty, below the cap); frozen gathers that hold
   nothing do not count (:class:`~vllm_ascend_balance.scheduler.BalanceSchedulerMixin`).
 - ``balance_policy``: ``"leader_at_cap"`` (absent or null: the contract,
-  a leader at the cap freezes every rank) or ``"queued_leader"`` (freeze
-  only while a rank at the cap has requests waiting; opt-in).
+  a leader at the cap freezes every rank), ``"queued_leader"`` (freeze
+  only while a rank at the cap has requests waiting; opt-in) or
+  ``"aligned"`` (that freeze plus prefill alignment across ranks above a
+  load, every hold bounded by ``balance_max_held_steps``, default 64;
+  opt-in, :class:`~vllm_ascend_balance.policies.Aligned`).
+- ``balance_align_window`` (a positive JSON integer, default 32) and
+  ``balance_align_min_load`` (a JSON number from 0 to 1, default 0): the
+  ``aligned`` policy's most steps between two aligned openings, and the
+  fill below which it does not align; refused with any other policy.
 - ``balance_stall_warning_s``: seconds (a positive JSON number; ``0`` turns
   it off; absent or null = :data:`DEFAULT_STALL_WARNING_S`): a rank whose
   gather has waited that long for its peers logs a warning, repeated at that
@@ -72,6 +79,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_ascend_balance import policies
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
@@ -98,7 +106,7 @@ DEFAULT_STALL_WARNING_S = 60.0
 COLLECTIVES = ("all_gather", "all_reduce_max")
 DEFAULT_COLLECTIVE = COLLECTIVES[0]
 #: The freeze conditions the gate implements; the first is the contract.
-POLICIES = ("leader_at_cap", "queued_leader")
+POLICIES = tuple(policies.POLICIES)
 DEFAULT_POLICY = POLICIES[0]
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 #: The options, with an example value each (for refusals' examples).
@@ -108,7 +116,11 @@ OPTIONS: dict[str, Any] = {
     "balance_policy": "queued_leader",
     "balance_stall_warning_s": 60,
     "balance_collective": "all_reduce_max",
+    "balance_align_window": policies.DEFAULT_ALIGN_WINDOW,
+    "balance_align_min_load": policies.DEFAULT_ALIGN_MIN_LOAD,
 }
+#: Keys whose example sets ``balance_policy`` too (they need it).
+NEEDS_ALIGNED = ("balance_align_window", "balance_align_min_load")
 #: Every key this package reads next to a switch.
 KEYS = (SWITCH, *OPTIONS)
 MAX_FROZEN_SETTING = f"{NESTED}.balance_max_frozen_steps"
@@ -122,6 +134,8 @@ def example(key: str = SWITCH, where: str = NESTED) -> str:
     """A ``--additional-config`` argument that sets ``key`` (with the switch
     on) in the section ``where`` (:data:`NESTED` or :data:`TOP`)."""
     section: dict[str, Any] = {SWITCH: True}
+    if key in NEEDS_ALIGNED:
+        section["balance_policy"] = "aligned"
     if key != SWITCH:
         section[key] = OPTIONS[key]
     body = section if where == TOP else {"scheduler_config": section}
@@ -159,6 +173,9 @@ class BalanceSetting:
             wait for its peers before the rank warns (and again every as
             many seconds); None = off.
         collective: ``balance_collective``, one of :data:`COLLECTIVES`.
+        align_window: ``balance_align_window``, steps; None = the default.
+        align_min_load: ``balance_align_min_load``, a fraction of the cap;
+            None = the default.
     """
 
     enabled: bool
@@ -168,6 +185,8 @@ class BalanceSetting:
     policy: str = DEFAULT_POLICY
     stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
     collective: str = DEFAULT_COLLECTIVE
+    align_window: int | None = None
+    align_min_load: float | None = None
 
     def carried(self) -> dict[str, Any]:
         """This setting as the JSON object carried under :data:`CARRIED_KEY`."""
@@ -287,7 +306,58 @@ def _policy(value: Any, where: str) -> str:
     return str(value)
 
 
+def _align_window(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    return _positive_int(
+        value,
+        where,
+        "balance_align_window",
+        "the most steps between two aligned prefill openings",
+        " for the default",
+    )
+
+
+def _align_min_load(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value <= 1
+    ):
+        raise BalanceConfigError(
+            f"{where}.balance_align_min_load must be a JSON number from 0 to 1 "
+            f"(the fill of the cap below which the aligned policy does not "
+            f"align), got {_shown(value)}: use e.g. "
+            f"{example('balance_align_min_load', where)}, or remove the key"
+        )
+    return float(value)
+
+
+def _aligned_only(setting: BalanceSetting, where: str) -> BalanceSetting:
+    """Refuses knobs the chosen policy would ignore; returns ``setting``."""
+    if setting.policy == "aligned":
+        if setting.max_frozen_steps is not None:
+            raise BalanceConfigError(
+                f'{where}: balance_policy "aligned" bounds every hold with '
+                f"balance_max_held_steps, not balance_max_frozen_steps: use e.g. "
+                f"{example('balance_align_window')}"
+            )
+        return setting
+    for key in NEEDS_ALIGNED:
+        if getattr(setting, key.removeprefix("balance_")) is not None:
+            raise BalanceConfigError(
+                f'{where}.{key} is read by balance_policy "aligned" only, but '
+                f"the policy is {setting.policy!r}: use e.g. {example(key)}, or "
+                f"remove the key"
+            )
+    return setting
+
+
 _READERS: dict[str, Callable[[Any, str], Any]] = {
+    "balance_align_window": _align_window,
+    "balance_align_min_load": _align_min_load,
     "balance_policy": _policy,
     "balance_max_frozen_steps": _max_frozen_steps,
     "balance_max_held_steps": _max_held_steps,
@@ -466,7 +536,7 @@ def read_user_setting(
         values.get("balance_max_held_steps"),
     )
     _one_bound(frozen, held, TOP)
-    return BalanceSetting(
+    setting = BalanceSetting(
         True,
         source,
         max_frozen_steps=frozen,
@@ -474,7 +544,10 @@ def read_user_setting(
         policy=values.get("balance_policy", DEFAULT_POLICY),
         stall_warning_s=values.get("balance_stall_warning_s", DEFAULT_STALL_WARNING_S),
         collective=values.get("balance_collective", DEFAULT_COLLECTIVE),
+        align_window=values.get("balance_align_window"),
+        align_min_load=values.get("balance_align_min_load"),
     )
+    return _aligned_only(setting, TOP if source == LEGACY_SETTING else NESTED)
 
 
 def _read_carried(carried: Any) -> BalanceSetting:
@@ -493,7 +566,7 @@ def _read_carried(carried: Any) -> BalanceSetting:
     frozen = _max_frozen_steps(carried.get("max_frozen_steps"), where)
     held = _max_held_steps(carried.get("max_held_steps"), where)
     _one_bound(frozen, held, where)
-    return BalanceSetting(
+    setting = BalanceSetting(
         enabled,
         str(carried.get("source", where)),
         max_frozen_steps=frozen,
@@ -501,7 +574,10 @@ def _read_carried(carried: Any) -> BalanceSetting:
         policy=_policy(carried.get("policy"), where),
         stall_warning_s=None if stall is None else _stall_warning_s(stall, where),
         collective=_collective(carried.get("collective"), where),
+        align_window=_align_window(carried.get("align_window"), where),
+        align_min_load=_align_min_load(carried.get("align_min_load"), where),
     )
+    return _aligned_only(setting, where)
 
 
 def check_pd_mixed(vllm_config: Any) -> None:

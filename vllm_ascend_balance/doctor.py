@@ -303,7 +303,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning:               {args.serve.parser_problem}")
     _print_install()
     from vllm_ascend_balance import ascend_steering
-    from vllm_ascend_balance.activation import has_seam, plan_activation
+    from vllm_ascend_balance.activation import (
+        has_seam,
+        plan_activation,
+        policy_line,
+    )
     from vllm_ascend_balance.ascend_steering import steer_vllm_config
     from vllm_ascend_balance.config import (
         MAX_FROZEN_SETTING,
@@ -346,7 +350,8 @@ def run(args: argparse.Namespace) -> int:
                 f"freeze bound:          {'unbounded' if bound is None else bound} "
                 f"({MAX_FROZEN_SETTING})"
             )
-        print(f"freeze policy:         {plan.policy} ({POLICY_SETTING})")
+        policy = policy_line(plan) if plan.policy == "aligned" else plan.policy
+        print(f"freeze policy:         {policy} ({POLICY_SETTING})")
     print(f"would activate:        {plan.active}")
     for note in plan.notes:
         print(f"  - {note}")

@@ -22,6 +22,14 @@ import torch
 from vllm_ascend_balance.collectives import EXCHANGES
 from vllm_ascend_balance.config import DEFAULT_COLLECTIVE, DEFAULT_POLICY
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.policies import (
+    DEFAULT_ALIGN_MIN_LOAD,
+    DEFAULT_ALIGN_WINDOW,
+    GatePolicy,
+    Gathered,
+    Knobs,
+    make_policy,
+)
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
@@ -60,36 +68,20 @@ class BalanceSchedulerMixin:
     new work but keeps their blocks allocated on the frozen rank
     (``tests/test_gate_scope.py``).
 
-    Bounded freeze (opt-in, :attr:`balance_max_frozen_steps` = N): a gather
-    that finds the leader at the cap after N consecutive frozen gathers opens
-    the gate for one step instead (a *fail-open* step) and restarts the run.
-    The run length is a function of the gathered vectors alone (and of N,
-    which every rank reads from the same config), so every rank that saw the
-    same vectors takes the same decision. When the DP group object is
-    replaced (elastic EP ``reinitialize_distributed``) the run restarts at
-    0 on every member: a rank joining the new group starts with no history,
-    so resetting is the only state all members can share.
-
-    Opt-in rules, each a function of the gathered payload, which then
-    grows to ``[len(running), held, queued]`` (0/1 flags; shape per rank
-    ``(3,)``, :mod:`~vllm_ascend_balance.collectives`):
-
-    - held-step bound (:attr:`balance_max_held_steps` = N, instead of the
-      frozen bound): the same fail-open, but the run counts only frozen
-      gathers on which some rank *held* a request (WAITING non-empty,
-      ``len(running)`` below the cap); a frozen gather that holds nothing
-      neither counts nor restarts the run. No request waits behind the gate
-      more than N consecutive frozen steps.
-    - ``queued_leader`` (:attr:`balance_policy`): freeze only while some
-      rank at the cap has requests *queued* (WAITING non-empty). A leader
-      at the cap with nothing waiting has no admission to align the others
-      with, so holding them only costs their TTFT (docs/peer-policies.md).
+    The freeze condition and its bounds are the :attr:`balance_policy`'s
+    (:mod:`~vllm_ascend_balance.policies`, one class per policy, chosen by
+    name): what a rank adds to the payload and the decision from the
+    gathered summary, with its run state (a function of the gathered values
+    alone, restarted on every member when the DP group object is replaced,
+    e.g. by elastic EP ``reinitialize_distributed``). With an opt-in rule
+    the payload grows to ``[len(running), *flags]`` (0/1 flags,
+    :mod:`~vllm_ascend_balance.collectives`).
 
     Attributes:
         dp_group: the DP ``ProcessGroup`` (gloo/HCCL), injected by the engine.
         balance_gathered: last gathered running counts, int64 tensor of shape
-            ``(dp_size,)``, index = DP rank (with the
-            opt-in rules: ``(dp_size, 3)``, the flags in columns 1-2); None before
+            ``(dp_size,)``, index = DP rank (with the opt-in rules:
+            ``(dp_size, 1 + flags)``, the flags after column 0); None before
             the first gather (and always with ``"all_reduce_max"``, which
             gathers no vector).
         balance_frozen: whether admission from WAITING is frozen this step.
@@ -98,14 +90,17 @@ class BalanceSchedulerMixin:
         balance_max_held_steps: the held-step bound N, or None; a class
             attribute set by activation (never together with the frozen
             bound).
-        balance_policy: ``"leader_at_cap"`` (the contract) or
-            ``"queued_leader"``; a class attribute set by activation.
+        balance_policy: a name of :data:`~vllm_ascend_balance.policies.POLICIES`
+            (``"leader_at_cap"``, the contract, by default); a class attribute
+            set by activation, as are ``balance_align_window`` and
+            ``balance_align_min_load`` (read by ``"aligned"`` only).
         balance_collective: how the group's max/min running count is
             learnt (:mod:`~vllm_ascend_balance.collectives`): ``"all_gather"``
             (the contract) or the opt-in log-depth ``"all_reduce_max"``; a
             class attribute set by activation.
-        balance_frozen_run: consecutive frozen gathers so far (reset by an
-            open or fail-open gather and by a new DP group).
+        balance_frozen_run: consecutive frozen gathers the policy's bound
+            counts so far (reset by an open or fail-open gather and by a new
+            DP group).
         balance_gathers: number of gathers done (one per active step).
         balance_frozen_gathers: number of gathers that decided to freeze.
         balance_fail_opens: number of gathers the bound opened (leader at
@@ -121,6 +116,8 @@ class BalanceSchedulerMixin:
     balance_max_frozen_steps: ClassVar[int | None] = None
     balance_max_held_steps: ClassVar[int | None] = None
     balance_policy: ClassVar[str] = DEFAULT_POLICY
+    balance_align_window: ClassVar[int] = DEFAULT_ALIGN_WINDOW
+    balance_align_min_load: ClassVar[float] = DEFAULT_ALIGN_MIN_LOAD
     balance_collective: ClassVar[str] = DEFAULT_COLLECTIVE
     balance_frozen_run: int = 0
     balance_gathers: int = 0
@@ -132,6 +129,7 @@ class BalanceSchedulerMixin:
     _balance_group: Any = None
     _balance_tripped: bool = False
     _balance_held: set[str] | None = None
+    _balance_rule: GatePolicy | None = None
     _balance_slots: list[torch.Tensor]
     _balance_local: torch.Tensor
 
@@ -148,9 +146,10 @@ class BalanceSchedulerMixin:
         group = self.dp_group
         if group is None:
             return
+        rule = self._balance_policy()
         if group is not self._balance_group:
             self._balance_group = group
-            self.balance_frozen_run = 0
+            rule.restart()
         exchange = EXCHANGES[self.balance_collective]
         cap = admission_cap(self)
         running, flags = self.admission_payload()
@@ -158,14 +157,9 @@ class BalanceSchedulerMixin:
         leader, lowest, anyone = exchange(self, group, running, flags)
         elapsed = time.perf_counter() - start
         self._balance_check_frozen_step()
-        held, queued = anyone or (False, False)
-        gate = leader == cap
-        if self.balance_policy == "queued_leader":
-            gate = queued
-        if not gate:
-            self.balance_frozen_run = 0
-        frozen = gate and self._balance_keep_frozen(held)
+        frozen = self._balance_decide(Gathered.of(leader, lowest, cap, anyone))
         self.balance_frozen = frozen
+        self.balance_frozen_run = rule.run
         self._balance_held = (
             {
                 r.request_id
@@ -180,40 +174,42 @@ class BalanceSchedulerMixin:
         )
         self.balance_gathers += 1
         self.balance_frozen_gathers += frozen
+        self.balance_fail_opens += rule.failed_open
         self.balance_last_gather_s = elapsed
         self.balance_gather_seconds += elapsed
         self.balance_spread = leader - lowest
 
     def admission_payload(self) -> tuple[int, tuple[int, ...]]:
-        """What this rank contributes to the gather: ``len(running)`` and,
-        where an opt-in rule needs them, its flags ``(held, queued)``: 1 if
-        WAITING is non-empty with ``len(running)`` below, resp. at, the
-        cap."""
+        """What this rank contributes to the gather: ``len(running)`` and
+        the policy's flags (:meth:`~vllm_ascend_balance.policies.GatePolicy.flags`;
+        none for the contract)."""
         running = len(self.running)  # type: ignore[attr-defined]
-        if (
-            self.balance_max_held_steps is None
-            and self.balance_policy == DEFAULT_POLICY
-        ):
+        rule = self._balance_policy()
+        if not rule.sends_flags:
             return running, ()
         waiting = bool(self.waiting)  # type: ignore[attr-defined]
-        below = running < admission_cap(self)
-        return running, (int(waiting and below), int(waiting and not below))
+        return running, rule.flags(running, waiting, admission_cap(self))
 
-    def _balance_keep_frozen(self, held: bool) -> bool:
-        """The bound's verdict on a gather that found the leader at the cap:
-        False opens the gate for this step (a fail-open). A function of the
-        gathered values and the class's bound alone, so every rank agrees."""
-        bound, counts = self.balance_max_frozen_steps, True
-        if self.balance_max_held_steps is not None:
-            bound, counts = self.balance_max_held_steps, held
-        if not counts:
-            return True
-        if bound is not None and self.balance_frozen_run >= bound:
-            self.balance_fail_opens += 1
-            self.balance_frozen_run = 0
-            return False
-        self.balance_frozen_run += 1
-        return True
+    def _balance_policy(self) -> GatePolicy:
+        """This scheduler's policy object (it holds the run state), made on
+        first use from the class's settings."""
+        rule = self._balance_rule
+        if rule is None:
+            rule = self._balance_rule = make_policy(
+                self.balance_policy,
+                Knobs(
+                    self.balance_max_frozen_steps,
+                    self.balance_max_held_steps,
+                    self.balance_align_window,
+                    self.balance_align_min_load,
+                ),
+            )
+        return rule
+
+    def _balance_decide(self, seen: Gathered) -> bool:
+        """The policy's decision on the gathered summary (the same on every
+        rank, so every rank decides the same)."""
+        return self._balance_policy().decide(seen)
 
     def _balance_check_frozen_step(self) -> None:
         """The run-time tripwire, run at each gather (off the ``schedule()``

@@ -20,6 +20,9 @@ every other one is compared with:
   "queued_leader"``, combinable with a bound
   (``on+queued-leader+max-held:64``, the opt-in rule docs/peer-policies.md
   recommends).
+- ``on+aligned[:W[:P]]``: balance on with ``balance_policy: "aligned"``
+  (``balance_align_window=W``, ``balance_align_min_load=P/100``), its
+  deadline by ``max-held:N`` (``on+aligned:8:50+max-held:64``).
 - peer policies (``--engine sim`` only; :mod:`.peers`): another project's
   DP admission rule through the same seam, balance off. Every knob is a
   positional non-negative integer after the name, ``:``-separated; a field
@@ -87,6 +90,8 @@ class Mode:
             None (then ``--balance-max-frozen-steps`` applies).
         max_held_steps: ``balance_max_held_steps`` for this mode, or None.
         policy: ``balance_policy`` for this mode, or None (the contract).
+        align_window: ``balance_align_window``, or None.
+        align_min_load: ``balance_align_min_load``, or None.
     """
 
     label: str
@@ -96,6 +101,8 @@ class Mode:
     max_frozen_steps: int | None = None
     max_held_steps: int | None = None
     policy: str | None = None
+    align_window: int | None = None
+    align_min_load: float | None = None
 
     @property
     def config(self) -> tuple[Any, ...]:
@@ -108,6 +115,8 @@ class Mode:
             self.max_frozen_steps,
             self.max_held_steps,
             self.policy,
+            self.align_window,
+            self.align_min_load,
         )
 
     def bounds(self, max_frozen_steps: int | None) -> dict[str, Any]:
@@ -120,8 +129,14 @@ class Mode:
         keys: dict[str, Any] = {}
         if self.policy is not None:
             keys["balance_policy"] = self.policy
+        if self.align_window is not None:
+            keys["balance_align_window"] = self.align_window
+        if self.align_min_load is not None:
+            keys["balance_align_min_load"] = self.align_min_load
         if self.max_held_steps is not None:
             keys["balance_max_held_steps"] = self.max_held_steps
+        elif self.policy == "aligned":
+            pass  # its deadline is the held bound (its own default)
         elif (frozen := self.max_frozen_steps or max_frozen_steps) is not None:
             keys["balance_max_frozen_steps"] = frozen
         return keys
@@ -150,12 +165,16 @@ def _one(text: str) -> Mode:
     balance = False
     policy: str | None = None
     numbers: dict[str, int] = {}
+    align: dict[str, Any] = {}
     for part in text.split("+"):
         name, _, value = part.partition(":")
         if part == "on":
             balance = True
         elif part == "queued-leader":
             policy = "queued_leader"
+        elif name == "aligned":
+            policy = "aligned"
+            align = _aligned(text, value)
         elif part == "off" and text == "off":
             pass
         elif name in ("interval", "max-frozen", "max-held") and part != name:
@@ -168,12 +187,18 @@ def _one(text: str) -> Mode:
             raise ModeError(
                 f"--mode: unknown mode {text!r} (use off, on, interval:N, "
                 f"on+interval:N, on+max-frozen:N, on+max-held:N, "
-                f"on+queued-leader, a peer policy such as sglang-delayer:30 or "
-                f"sglang-pdi:4 (grammar: docs/peer-policies.md), or "
+                f"on+queued-leader, on+aligned[:W[:P]], a peer policy such as "
+                f"sglang-delayer:30 or sglang-pdi:4 (grammar: "
+                f"docs/peer-policies.md), or "
                 f"the shorthands both, aa)"
             )
     if not balance and (policy or "max-frozen" in numbers or "max-held" in numbers):
         raise ModeError(f"--mode {text}: this needs balance on, e.g. on+{text}")
+    if policy == "aligned" and "max-frozen" in numbers:
+        raise ModeError(
+            f"--mode {text}: aligned bounds every hold with max-held:N, not "
+            f"max-frozen:N"
+        )
     if "max-frozen" in numbers and "max-held" in numbers:
         raise ModeError(
             f"--mode {text}: max-frozen and max-held are two bounds of one "
@@ -186,7 +211,29 @@ def _one(text: str) -> Mode:
         max_frozen_steps=numbers.get("max-frozen"),
         max_held_steps=numbers.get("max-held"),
         policy=policy,
+        **align,
     )
+
+
+def _aligned(text: str, value: str) -> dict[str, Any]:
+    """``aligned[:W[:P]]``'s knobs: W steps >= 1, P percent 0-100."""
+    parts = value.split(":") if value else []
+    if len(parts) > 2 or not all(p.isdigit() for p in parts):
+        raise ModeError(
+            f"--mode {text}: aligned[:W[:P]] needs integers W >= 1 (steps) and "
+            f"P from 0 to 100 (percent of the cap), e.g. on+aligned:8:50"
+        )
+    knobs: dict[str, Any] = {}
+    if parts:
+        knobs["align_window"] = int(parts[0])
+    if len(parts) == 2:
+        knobs["align_min_load"] = int(parts[1]) / 100
+    if knobs.get("align_window", 1) < 1 or knobs.get("align_min_load", 0) > 1:
+        raise ModeError(
+            f"--mode {text}: aligned[:W[:P]] needs W >= 1 and P <= 100, "
+            f"e.g. on+aligned:8:50"
+        )
+    return knobs
 
 
 def parse_modes(text: str) -> list[Mode]:

@@ -101,8 +101,8 @@ class GatherRecord:
     """One balance gather of one rank: ``n`` (gathers so far), ``local``
     (this rank's ``len(running)`` sent), ``gathered`` (the running counts,
     index = DP rank), ``frozen`` (the decision), ``cap``, and ``flags``:
-    each rank's ``[held, queued]`` where an opt-in rule gathers them, else
-    None."""
+    each rank's ``[held, queued]`` (``aligned``: ``[held, queued, idle]``)
+    where an opt-in rule gathers them, else None."""
 
     rank: int
     n: int
@@ -114,7 +114,7 @@ class GatherRecord:
 
 
 def split_gathered(gathered: Any) -> tuple[list[int], list[list[int]] | None]:
-    """``balance_gathered`` (shape ``(dp,)`` or ``(dp, 3)``) as the running
+    """``balance_gathered`` (shape ``(dp,)`` or ``(dp, 1 + flags)``) as the running
     counts and the flag rows (None for the contract's payload)."""
     if gathered.dim() == 1:
         return [int(x) for x in gathered.tolist()], None

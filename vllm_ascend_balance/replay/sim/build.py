@@ -131,6 +131,15 @@ def scheduler_class(vllm_config: Any) -> type:
     held = getattr(plan, "max_held_steps", None)
     policy = getattr(plan, "policy", None)
     compose: Any = compose_scheduler
+    if policy == "aligned":
+        return compose(
+            base,
+            bound,
+            max_held_steps=held,
+            policy=policy,
+            align_window=plan.align_window,
+            align_min_load=plan.align_min_load,
+        )
     if held is not None or policy not in (None, "leader_at_cap"):
         return compose(base, bound, max_held_steps=held, policy=policy)
     return compose(base) if bound is None else compose(base, bound)
