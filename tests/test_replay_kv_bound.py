@@ -52,7 +52,9 @@ def _finished(result: SimResult) -> int:
     return sum(r.finish_step is not None for rs in result.rank_requests for r in rs)
 
 
-def test_a_small_cache_holds_requests_under_the_cap_and_every_request_finishes() -> None:
+def test_a_small_cache_holds_requests_under_the_cap_and_every_request_finishes() -> (
+    None
+):
     default, bound = _run(None), _run(8192)
     assert _kv_held_steps(default) == 0  # negative control: the cap binds
     assert _kv_held_steps(bound) > 0

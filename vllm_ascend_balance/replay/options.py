@@ -227,11 +227,12 @@ class ReplayOptions:
                 f"be >= --max-num-seqs ({self.max_num_seqs}), as vLLM's "
                 "SchedulerConfig requires: raise the budget or lower the cap"
             )
-        if self.kv_cache_tokens is not None and self.kv_cache_tokens < self.max_model_len:
+        kv = self.kv_cache_tokens
+        if kv is not None and kv < self.max_model_len:
             # vLLM refuses a cache that cannot hold one request of the model
             # length; in the simulation such a request would wait forever.
             raise ValueError(
-                f"--kv-cache-tokens ({self.kv_cache_tokens}) must be >= "
+                f"--kv-cache-tokens ({kv}) must be >= "
                 f"--max-model-len ({self.max_model_len}), as vLLM requires: "
                 "raise the cache or lower the model length"
             )
