@@ -64,6 +64,16 @@ def covering(values: Values, ours: Iterable[str], peer: str) -> list[str]:
     ]
 
 
+def dominates(values: Values, peer: str, ours: Iterable[str]) -> bool:
+    """``peer`` beats every setting of ours that ran on both :data:`FRONT`
+    metrics across the whole interval (the issue's "dominates every setting
+    of ours"); False when none of ours ran."""
+    ran = [m for m in ours if m in values]
+    return bool(ran) and all(
+        all(better(values, peer, m, k) for k in FRONT) for m in ran
+    )
+
+
 def pairwise_wins(
     values: Values, modes: Sequence[str], metrics: Sequence[str] = SCORED
 ) -> dict[tuple[str, str], int]:

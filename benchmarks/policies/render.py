@@ -15,6 +15,7 @@ from .judging import (
     SCORED,
     Values,
     covering,
+    dominates,
     held_cells,
     pairwise_wins,
     tuned,
@@ -86,7 +87,7 @@ def case_table(record: dict[str, Any], values: Values) -> list[str]:
 def judgments(records: list[dict[str, Any]]) -> list[str]:
     rec = settings.RECOMMENDED
     dom_rows, held_rows, wins = [], [], {}
-    pairs = covered = held_n = cells = 0
+    pairs = covered = free = held_n = cells = 0
     for record in records:
         values = case_values(record)
         if rec not in values:
@@ -96,9 +97,17 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
         verdicts = []
         for label in peer_labels:
             cov = covering(values, settings.OURS, rv[label])
+            over = dominates(values, rv[label], settings.OURS)
             pairs += 1
             covered += bool(cov)
-            verdicts.append(f"`{cov[0]}`" if cov else f"**{rv[label]} dominates**")
+            free += not over
+            verdicts.append(
+                f"`{cov[0]}`"
+                if cov
+                else f"**`{rv[label]}` dominates all**"
+                if over
+                else "trade-off"
+            )
         dom_rows.append(f"| {record['case']} | " + " | ".join(verdicts) + " |")
         cells_here = held_cells(values, rec, rv.values())
         texts = []
@@ -120,11 +129,14 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
         label for label in rivals(case_values(records[0])) if label != settings.BASELINE
     ]
     return [
-        f"**Dominance** ({FRONT[0]} and {FRONT[1]}): per case and peer setting, "
-        f"the first setting of ours ({', '.join(f'`{m}`' for m in settings.OURS)}) "
-        "at least as good on both within the paired interval, or the peer "
-        f"that dominates all of them. {covered} of {pairs} (case, peer setting) "
-        "pairs have a setting of ours not dominated.",
+        f"**Dominance** ({NAMES[FRONT[0]]}, {NAMES[FRONT[1]]}): per case and "
+        "peer setting, the first setting of ours "
+        f"({', '.join(f'`{m}`' for m in settings.OURS)}) at least as good on "
+        "both within the paired interval; else `trade-off` (none is, but the "
+        "peer does not beat all of ours on both) or the peer that beats every "
+        f"setting of ours on both. {free} of {pairs} (case, peer setting) pairs "
+        f"have no peer dominating all of ours; in {covered} of {pairs} a "
+        "setting of ours is at least as good on both.",
         "",
         "| case | " + " | ".join(head) + " |",
         "|---" * (len(head) + 1) + "|",
