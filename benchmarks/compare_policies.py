@@ -23,8 +23,9 @@ values) and ``<out>.md`` (the tables), after every case and seed::
         --seeds 0 1 2 --out /tmp/policies
     $venv/bin/python benchmarks/compare_policies.py --cost --quick
 
-``--cost`` runs ``off`` alone on seed 0 of each selected case and prints each
-case's time per mode-run and the full command's expected time.
+``--cost`` runs ``off`` alone on seed 0 of each selected case (OUT.json
+only) and prints each case's time per mode-run and per replay start-up, and
+the full command's expected time.
 """
 
 from __future__ import annotations
@@ -56,17 +57,23 @@ RESULTS = Path(_CHECKOUT) / "benchmarks" / "results"
 
 
 def estimate(records: list[dict[str, Any]], modes: int, seeds: int) -> list[str]:
-    """Per case: seconds per mode-run (mean over what ran), and the full
-    run's expected time with ``modes`` modes and ``seeds`` seeds."""
+    """Per case: seconds per mode-run and per replay start-up (means over
+    what ran), and the full run's expected time with ``modes`` modes and
+    ``seeds`` seeds (one replay per case and seed)."""
     lines, total = [], 0.0
     for rec in records:
-        walls = [w for r in rec["runs"] for w in r["mode_wall_s"].values()]
+        runs = rec["runs"]
+        walls = [w for r in runs for w in r["mode_wall_s"].values()]
         per = sum(walls) / len(walls)
-        total += per * modes * seeds
-        lines.append(f"{rec['case']}: {per:.1f} s per mode-run")
+        start = sum(r["wall_s"] - sum(r["mode_wall_s"].values()) for r in runs)
+        start /= len(runs)
+        total += (start + per * modes) * seeds
+        lines.append(
+            f"{rec['case']}: {per:.1f} s per mode-run, {start:.0f} s per replay"
+        )
     lines.append(
         f"expected: {total / 60:.0f} min for {modes} modes x {seeds} seeds over "
-        f"these {len(records)} case(s), on this machine's load"
+        f"these {len(records)} case(s), at this machine's present load"
     )
     return lines
 
@@ -109,11 +116,11 @@ def main(argv: list[str] | None = None) -> int:
             records.append(rec)
             for seed in seeds:
                 rec["runs"].append(run_seed(case, seed, modes, Path(tmp)))
-                if args.cost:
-                    continue
                 # Written after every run: a long matrix keeps what it ran.
                 out.with_suffix(".json").write_text(json.dumps(records, indent=1))
-                out.with_suffix(".md").write_text(markdown(records, vllm.__version__))
+                if not args.cost:
+                    table = markdown(records, vllm.__version__)
+                    out.with_suffix(".md").write_text(table)
     if args.cost:
         full = len(settings.all_modes(args.quick))
         print("\n".join(estimate(records, full, len(args.seeds))))

@@ -87,7 +87,7 @@ def case_table(record: dict[str, Any], values: Values) -> list[str]:
 def judgments(records: list[dict[str, Any]]) -> list[str]:
     rec = settings.RECOMMENDED
     dom_rows, held_rows, wins = [], [], {}
-    pairs = covered = free = held_n = cells = 0
+    pairs = covered = free = held_n = cells = good_n = 0
     for record in records:
         values = case_values(record)
         if rec not in values:
@@ -109,11 +109,14 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
                 else "trade-off"
             )
         dom_rows.append(f"| {record['case']} | " + " | ".join(verdicts) + " |")
-        cells_here = held_cells(values, rec, rv.values())
+        cells_here = held_cells(values, rec, rv.values(), (*SCORED, "goodput"))
         texts = []
         for h in cells_here:
-            cells += 1
-            held_n += h.held
+            if h.metric == "goodput":
+                good_n += h.held
+            else:
+                cells += 1
+                held_n += h.held
             tag = "ok" if h.held else "**gives up**"
             texts.append(f"{tag} vs `{h.best}` {_pct(h.diff.lo, h.diff.hi)}")
         held_rows.append(f"| {record['case']} | " + " | ".join(texts) + " |")
@@ -145,10 +148,11 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
         f"**Recommended setting `{rec}` against the best rival per cell** (the "
         "best mean among `off` and each peer at defaults and tuned), the "
         "paired relative difference's 95 % interval: `ok` when it reaches "
-        f"zero or better. {held_n} of {cells} cells held.",
+        f"zero or better. {held_n} of {cells} cells held (goodput, not in "
+        f"that count: held in {good_n} of {len(held_rows)} cases).",
         "",
-        "| case | " + " | ".join(NAMES[k] for k in SCORED) + " |",
-        "|---" * (len(SCORED) + 1) + "|",
+        "| case | " + " | ".join(NAMES[k] for k in (*SCORED, "goodput")) + " |",
+        "|---" * (len(SCORED) + 2) + "|",
         *held_rows,
         "",
         f"**Pairwise wins of `{rec}`** (cells of {', '.join(NAMES[k] for k in SCORED)} "
