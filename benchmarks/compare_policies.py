@@ -14,13 +14,16 @@ setting is within the interval of the best rival or better
 seeds (``benchmarks/policies/stats.py``).
 
 Writes ``<out>.json`` (per case and seed: the command and every mode's
-values) and ``<out>.md`` (the tables), after every case and seed::
+values) and ``<out>.md`` (the tables), after every case and seed; the full
+matrix to ``benchmarks/results/policies``, a partial one (``--quick``,
+``--cases``, ``--seeds``, ``--modes``, ``--cost``) to the temporary
+directory unless ``--out`` is given, so it never replaces the committed
+table::
 
     venv=$(scripts/lane.sh main)   # vLLM 0.32: interval:N and chunk holds
     $venv/bin/python benchmarks/compare_policies.py           # all cases
     $venv/bin/python benchmarks/compare_policies.py --quick   # DP 4 subset
-    $venv/bin/python benchmarks/compare_policies.py --cases starvation-dp4 \
-        --seeds 0 1 2 --out /tmp/policies
+    $venv/bin/python benchmarks/compare_policies.py --cases starvation kv-bound-dp4
     $venv/bin/python benchmarks/compare_policies.py --cost --quick
 
 ``--cost`` runs ``off`` alone on seed 0 of each selected case (OUT.json
@@ -87,11 +90,26 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument("--seeds", type=int, nargs="+", default=list(settings.SEEDS))
     p.add_argument("--modes", help="comma-separated modes instead of the table's")
-    p.add_argument("--out", default=str(RESULTS / "policies"), help="OUT.json, OUT.md")
+    p.add_argument(
+        "--out",
+        help="writes OUT.json and OUT.md (default: benchmarks/results/policies "
+        "for the full matrix; a partial one goes to the temporary directory, "
+        "so it never replaces the committed table)",
+    )
     p.add_argument("--render", action="store_true", help="OUT.md from OUT.json only")
     p.add_argument("--cost", action="store_true", help="time one mode-run per case")
     args = p.parse_args(argv)
-    out = Path(args.out)
+    partial = bool(
+        args.cases or args.quick or args.modes or args.cost
+        or sorted(args.seeds) != sorted(settings.SEEDS)
+    )  # fmt: skip
+    if args.out:
+        out = Path(args.out)
+    elif partial and not args.render:
+        out = Path(tempfile.gettempdir()) / "vab-policies-partial"
+        print(f"a partial matrix: writing {out}.json and .md", file=sys.stderr)
+    else:
+        out = RESULTS / "policies"
     for line in settings.check_grids():
         print(f"warning: {line}", file=sys.stderr)
     import vllm
