@@ -78,7 +78,7 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
             "--max-num-batched-tokens \\(8\\) must be >= --max-num-seqs \\(16\\)",
         ),
         (["--dp", "1", "--mode", "off,on"], "--dp 1: balance .* use --dp 2"),
-        (["--mode", "off,sglang-delayer:x"], "expected sglang-delayer\\[:MAX"),
+        (["--mode", "off,sglang-delayer:x"], "expected sglang-delayer\\[:N"),
         (
             ["--engine", "asyncllm", "--mode", "off,trtllm-adp"],
             "--mode trtllm-adp: peer policies run on the simulated engine only",

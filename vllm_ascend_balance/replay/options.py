@@ -140,6 +140,14 @@ class ReplayOptions:
         16384, "model length: prompt + output tokens of any request",
         metavar="N", ge=1, group=_DEP,
     )  # fmt: skip
+    kv_cache_tokens: int | None = option(
+        None,
+        "per-rank KV cache size in tokens (KV-bound runs: the cache, not "
+        "--max-num-seqs, limits how many requests run; vLLM preempts when it "
+        "fills); default: room for --max-num-seqs + 1 requests at their "
+        "longest, so nothing is ever preempted",
+        metavar="N", ge=1, group=_DEP,
+    )  # fmt: skip
     balance_max_frozen_steps: int | None = option(
         None,
         "modes with balance on: pass scheduler_config.balance_max_frozen_steps "
@@ -220,6 +228,15 @@ class ReplayOptions:
                 f"--max-num-batched-tokens ({self.max_num_batched_tokens}) must "
                 f"be >= --max-num-seqs ({self.max_num_seqs}), as vLLM's "
                 "SchedulerConfig requires: raise the budget or lower the cap"
+            )
+        kv = self.kv_cache_tokens
+        if kv is not None and kv < self.max_model_len:
+            # vLLM refuses a cache that cannot hold one request of the model
+            # length; in the simulation such a request would wait forever.
+            raise ValueError(
+                f"--kv-cache-tokens ({kv}) must be >= "
+                f"--max-model-len ({self.max_model_len}), as vLLM requires: "
+                "raise the cache or lower the model length"
             )
         if self.dp == 1 and any(mode.balance for mode in modes):
             raise ValueError(

@@ -159,6 +159,7 @@ def run_json(records: RunRecords, metrics: RunMetrics | None) -> dict[str, Any]:
         "metrics": dataclasses.asdict(metrics) if metrics else None,
         "requests": [dataclasses.asdict(r) for r in records.requests],
         "timeline": {
+            "step": [s.index for s in records.steps],
             "t_s": [round(s.end_s, 4) for s in records.steps],
             "running": [
                 [s.ranks[r].running for s in records.steps]

@@ -69,13 +69,15 @@ def engine_args(options: ReplayOptions, mode: Mode, run_dir: Path, model: Path) 
         **mode.bounds(options.balance_max_frozen_steps),
     }
     # KV cache: room for every running request at full length, so the
-    # replay never preempts (preemption is not what is being compared).
+    # replay never preempts (preemption is not what is being compared),
+    # unless --kv-cache-tokens asks for a KV-bound run.
     settings = ReplaySettings(
         run_dir=str(run_dir),
         lockstep_port=free_loopback_port(),
         time_scale=options.time_scale,
         cost=options.cost,
-        kv_cache_tokens=(options.max_num_seqs + 1) * options.max_model_len,
+        kv_cache_tokens=options.kv_cache_tokens
+        or (options.max_num_seqs + 1) * options.max_model_len,
     )
     return AsyncEngineArgs(
         model=str(model),

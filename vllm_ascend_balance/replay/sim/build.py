@@ -43,6 +43,9 @@ class SimOptions:
             longest request (sizes the KV cache); None: ``max_model_len``.
         prefill_schedule_interval: vLLM's ``--prefill-schedule-interval``
             (:func:`should_throttle_prefills`); None: vLLM's default.
+        kv_cache_tokens: per-rank KV cache in tokens (KV-bound runs; vLLM's
+            scheduler preempts when it fills); None: room for every running
+            request at its longest.
     """
 
     dp_size: int = 2
@@ -55,6 +58,7 @@ class SimOptions:
     async_scheduling: bool = False
     longest_request_tokens: int | None = None
     prefill_schedule_interval: int | None = None
+    kv_cache_tokens: int | None = None
 
 
 def _vllm_config(
@@ -95,7 +99,7 @@ def _vllm_config(
     # of the workload rather than max_model_len: building N block pools is
     # most of the start-up time at large DP).
     longest = min(opts.max_model_len, opts.longest_request_tokens or opts.max_model_len)
-    kv_tokens = (opts.max_num_seqs + 1) * longest
+    kv_tokens = opts.kv_cache_tokens or (opts.max_num_seqs + 1) * longest
     cache_config.num_gpu_blocks = kv_tokens // KV_BLOCK_SIZE + 1
     return VllmConfig(
         model_config=model_config,

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The cases (workload x DP size), as data, and how a seed selects each
+case's workload.
+
+- ``builtin``: the replay's built-in bursty mix, ``--seed S`` (250 requests,
+  ``--rate-scale DP/2``: each rank's rate of the default DP 2 replay).
+- ``azure``: the Azure LLM inference 2023 conversation trace at
+  ``--rate-scale DP/2`` over a 30 modeled s window; seed S takes the S-th
+  disjoint window of the trace (``--start S x window``), so seeds are
+  different hours of the same service, not one window re-used.
+- ``starvation``, ``long-prompts``, ``kv-bound``, ``on-off``: JSONL from
+  :mod:`.workloads`, drawn per DP size and seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import workloads
+
+AZURE_TRACE = "tests/data/azure_llm_inference_2023_conv.csv"
+AZURE_WINDOW_S = 30
+CAP = 16
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload at one DP size; ``quick``: in the ``--quick`` subset."""
+
+    workload: str
+    dp: int
+    quick: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}-dp{self.dp}"
+
+
+#: Every case the full run covers. The new workloads stop at DP 16: at DP 64
+#: each mode-run of them costs minutes on 2 cores (``--cost`` measures it).
+CASES: tuple[Case, ...] = (
+    Case("builtin", 4, quick=True), Case("builtin", 16), Case("builtin", 64),
+    Case("azure", 4), Case("azure", 16), Case("azure", 64),
+    Case("starvation", 4, quick=True), Case("starvation", 16),
+    Case("starvation", 64),
+    Case("long-prompts", 4), Case("long-prompts", 16),
+    Case("kv-bound", 4), Case("kv-bound", 16),
+    Case("on-off", 4), Case("on-off", 16),
+)  # fmt: skip
+
+
+def select(keys: list[str] | None, quick: bool) -> list[Case]:
+    """The cases named by ``keys`` (``builtin-dp4`` or a workload name for
+    all its DP sizes), or the ``--quick`` subset, or all.
+
+    Raises:
+        SystemExit: a key that names no case, one line with the known keys.
+    """
+    if not keys:
+        return [c for c in CASES if c.quick or not quick]
+    chosen = []
+    for key in keys:
+        hits = [c for c in CASES if key in (c.key, c.workload)]
+        if not hits:
+            known = ", ".join(c.key for c in CASES)
+            raise SystemExit(f"--cases: no case {key!r} (known: {known})")
+        chosen += [c for c in hits if c not in chosen]
+    return chosen
+
+
+def _jsonl(make: Callable[[int, int], list[workloads.Line]], case: Case,
+           seed: int, work: Path) -> list[str]:  # fmt: skip
+    path = work / f"{case.key}-seed{seed}.jsonl"
+    return ["--trace", str(workloads.write_jsonl(make(case.dp, seed), path))]
+
+
+def replay_args(case: Case, seed: int, work: Path) -> list[str]:
+    """The replay options that select ``case``'s workload for ``seed``
+    (JSONL traces are written under ``work``)."""
+    dp = case.dp
+    if case.workload == "builtin":
+        return ["--seed", str(seed), "--rate-scale", f"{dp / 2:g}"]
+    if case.workload == "azure":
+        rate = dp / 2
+        window = AZURE_WINDOW_S * rate  # seconds of the trace's own time
+        return [
+            "--trace", AZURE_TRACE, "--rate-scale", f"{rate:.6g}",
+            "--start", f"{seed * window:.6g}", "--duration", f"{window:.6g}",
+        ]  # fmt: skip
+    if case.workload == "starvation":
+        return _jsonl(
+            lambda d, s: workloads.starvation(d, s, cap=CAP), case, seed, work
+        )
+    if case.workload == "kv-bound":
+        return [
+            *_jsonl(workloads.kv_bound, case, seed, work),
+            "--max-model-len", str(workloads.KV_MAX_MODEL_LEN),
+            "--kv-cache-tokens", str(workloads.KV_CACHE_TOKENS),
+        ]  # fmt: skip
+    if case.workload in workloads.GENERATORS:
+        return _jsonl(workloads.GENERATORS[case.workload], case, seed, work)
+    raise ValueError(f"unknown workload {case.workload!r}")

@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``benchmarks/compare_policies.py`` end to end on its smallest case: two
+seeds of ``starvation-dp4`` with the baseline and every peer at its defaults
+on the simulated engine (real vLLM schedulers; the peer policies run
+through the seam on this release), then ``--render`` from the JSON it
+wrote. Most of its time is the two replays' start-up.
+
+Only the shape is checked (the numbers are the model's); the negative
+control is the per-seed values themselves: the two seeds draw different
+workloads, so their values must differ.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.policies import settings
+from tests.support.lanes import REPO_ROOT
+
+pytestmark = pytest.mark.lane_scope("release")
+
+SCRIPT = REPO_ROOT / "benchmarks" / "compare_policies.py"
+MODES = [settings.BASELINE, *(f.default for f in settings.PEERS if f.default)]
+
+
+def _run(*flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--cases", "starvation-dp4", *flags],
+        capture_output=True,
+        text=True,
+        timeout=900,  # hang guard only
+        cwd=REPO_ROOT,
+    )
+
+
+def test_two_seeds_write_the_tables_and_render_again(tmp_path: Path) -> None:
+    out = tmp_path / "p"
+    done = _run("--seeds", "0", "1", "--modes", ",".join(MODES), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = json.loads(out.with_suffix(".json").read_text())
+    assert [r["case"] for r in records] == ["starvation-dp4"]
+    runs = records[0]["runs"]
+    assert [r["seed"] for r in runs] == [0, 1]
+    assert list(runs[0]["values"]) == MODES  # every run completed (exit 0)
+    assert runs[0]["values"]["off"] != runs[1]["values"]["off"]
+    assert runs[0]["values"]["off"]["goodput"] >= 0
+    text = out.with_suffix(".md").read_text()
+    assert "**starvation-dp4** (seeds 0, 1" in text and " ± " in text
+    rows = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `")]
+    assert rows == MODES
+    out.with_suffix(".md").unlink()
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--render", "--out", str(out)],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert out.with_suffix(".md").read_text() == text
+
+
+def test_an_unknown_case_is_one_line() -> None:
+    done = _run("--cases", "nope")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("--cases: no case 'nope'")
+    assert "Traceback" not in done.stderr

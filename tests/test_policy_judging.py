@@ -1,0 +1,258 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The policy comparison's statistics and judging (``benchmarks/policies/``):
+intervals, dominance, goodput, pairwise wins, tuning, held cells, the
+counting, the case table and the seeded workload generators.
+
+Pure functions on known answers, no vLLM: each check keeps a negative
+control (the known-bad input must make it fail: a worse mode is not "not
+worse", a dominated family covers nothing, an unfinished request meets no
+SLO, another seed draws another workload).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.policies import cases, judging, settings, stats, workloads
+from benchmarks.policies.render import markdown
+
+pytestmark = pytest.mark.lane_scope("release")
+
+
+# ---------------------------------------------------------------- intervals
+def test_t_interval_known_answer() -> None:
+    iv = stats.t_interval([1.0, 2.0, 3.0])  # sd 1, n 3: half = t_2 / sqrt 3
+    assert iv.mean == 2.0 and iv.n == 3
+    assert iv.half == pytest.approx(4.303 / math.sqrt(3))
+    assert (iv.lo, iv.hi) == pytest.approx((2 - iv.half, 2 + iv.half))
+    assert stats.t_interval([5.0, 5.0, 5.0]).half == 0.0
+    one = stats.t_interval([7.0])
+    assert (one.lo, one.hi, one.n) == (7.0, 7.0, 1)
+    assert stats.t_quantile(100) == 1.96 and stats.t_quantile(1) == 12.706
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, math.nan], [math.inf]])
+def test_t_interval_refuses_no_or_non_finite_values(bad: list[float]) -> None:
+    with pytest.raises(ValueError):
+        stats.t_interval(bad)
+
+
+def test_paired_interval_is_over_per_seed_relative_differences() -> None:
+    # Seeds far apart in level, the same +10 % each: the pairing removes
+    # the level, so the interval is the point +10 %.
+    iv = stats.paired_interval([110.0, 2200.0, 33.0], [100.0, 2000.0, 30.0])
+    assert (iv.lo, iv.hi) == pytest.approx((0.1, 0.1))
+    # Negative control: unpaired, the same values give a huge interval.
+    assert stats.t_interval([110.0, 2200.0, 33.0]).half > 1000
+    with pytest.raises(ValueError, match="same seeds"):
+        stats.paired_interval([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="against 0"):
+        stats.paired_interval([1.0], [0.0])
+
+
+# ---------------------------------------------------------------- judging
+def _values(**modes: tuple[list[float], list[float]]) -> judging.Values:
+    """Modes by (TTFT p50, TPOT p99) per seed; the other metrics equal."""
+    flat = {k: [1.0, 1.0, 1.0] for k, _, _ in judging.METRICS}
+    return {
+        m.replace("_", "-"): {**flat, "ttft_p50": ttft, "tpot_p99": tpot}
+        for m, (ttft, tpot) in modes.items()
+    }
+
+
+V = _values(
+    off=([100.0, 200.0, 300.0], [50.0, 60.0, 70.0]),
+    ours=([100.0, 200.0, 300.0], [40.0, 48.0, 56.0]),  # TPOT -20 %, TTFT =
+    peer=([150.0, 300.0, 450.0], [30.0, 36.0, 42.0]),  # TPOT -40 %, TTFT +50 %
+    noisy=([90.0, 230.0, 290.0], [50.0, 60.0, 70.0]),  # TTFT -10/+15/-3 %
+    strong=([90.0, 180.0, 270.0], [30.0, 36.0, 42.0]),  # better on both
+)
+
+
+def test_not_worse_and_better_read_the_paired_interval() -> None:
+    assert judging.better(V, "ours", "off", "tpot_p99")
+    assert judging.not_worse(V, "ours", "off", "ttft_p50")  # equal: 0 in it
+    assert not judging.better(V, "ours", "off", "ttft_p50")
+    # Negative control: 20 % worse on every seed is worse.
+    assert not judging.not_worse(V, "off", "ours", "tpot_p99")
+    # Noisy: the interval straddles 0 both ways, neither better nor worse.
+    assert judging.not_worse(V, "noisy", "off", "ttft_p50")
+    assert judging.not_worse(V, "off", "noisy", "ttft_p50")
+    assert not judging.better(V, "noisy", "off", "ttft_p50")
+    # Higher is better (throughput): the sign flips.
+    up = {"a": {"tok_s": [110.0, 220.0]}, "b": {"tok_s": [100.0, 200.0]}}
+    assert judging.better(up, "a", "b", "tok_s")
+    assert not judging.not_worse(up, "b", "a", "tok_s")
+
+
+def test_covering_is_dominance_on_both_front_metrics() -> None:
+    # Ours ties off on TTFT and beats it on TPOT: it covers off.
+    assert judging.covering(V, ["off", "ours"], "off") == ["off", "ours"]
+    assert judging.covering(V, ["ours"], "off") == ["ours"]
+    # The peer trades TTFT for TPOT: nothing covers it (see dominates below).
+    assert judging.covering(V, ["ours", "off"], "peer") == []
+    # Negative control: a peer better on both dominates every setting of ours.
+    assert judging.covering(V, ["ours", "off"], "strong") == []
+    assert judging.dominates(V, "strong", ["ours", "off"])
+    assert not judging.dominates(V, "peer", ["ours"])  # a trade-off
+    assert not judging.dominates(V, "strong", ["ours", "peer"])  # ties TPOT
+    assert not judging.dominates(V, "strong", ["absent"])
+    # A setting that is missing from the case is skipped, not an error.
+    assert judging.covering(V, ["absent", "ours"], "off") == ["ours"]
+
+
+def test_tuned_is_the_lowest_geometric_mean_of_both_ratios() -> None:
+    # log(1) + log(0.8) for ours; log(1.5) + log(0.6) for peer: ours lower.
+    assert judging.tuning_score(V, "ours", "off") == pytest.approx(math.log(0.8))
+    assert judging.tuning_score(V, "peer", "off") == pytest.approx(math.log(0.9))
+    assert judging.tuned(V, ["peer", "ours"], "off") == "ours"
+    assert judging.tuned(V, ["ours", "ours"], "off") == "ours"  # ties: earlier
+    assert judging.tuned(V, ["absent"], "off") is None
+
+
+def test_held_cells_against_the_best_rival_per_metric() -> None:
+    cells = {
+        h.metric: h
+        for h in judging.held_cells(V, "ours", ["off", "peer"], judging.FRONT)
+    }
+    assert cells["ttft_p50"].best == "off" and cells["ttft_p50"].held
+    assert cells["tpot_p99"].best == "peer"
+    # Negative control: the peer's TPOT is 40 % under off's, ours 20 %.
+    assert not cells["tpot_p99"].held
+    assert cells["tpot_p99"].diff.mean == pytest.approx(40 / 30 - 1)
+
+
+def test_pairwise_wins_count_cells_wholly_on_one_side() -> None:
+    wins = judging.pairwise_wins(V, ["ours", "off", "peer"], judging.FRONT)
+    assert wins[("ours", "off")] == 1  # TPOT
+    assert wins[("off", "ours")] == 0
+    assert (wins[("ours", "peer")], wins[("peer", "ours")]) == (1, 1)
+    assert len(wins) == 6  # ordered pairs, no self-pairs
+
+
+def test_slo_goodput_counts_requests_meeting_both() -> None:
+    ends = {0: 0.1, 5: 0.6, 9: 3.0, 20: 4.0}
+
+    def req(arrival: float, first: int, finish: int | None, tokens: int) -> dict:
+        return {"arrival_s": arrival, "first_token_step": first,
+                "finish_step": finish, "output_tokens": tokens}  # fmt: skip
+
+    reqs = [
+        req(0.0, 0, 5, 6),  # TTFT 100 ms, TPOT 0.5 s / 5 = 100 ms: both (<=)
+        req(0.0, 9, 20, 101),  # TTFT 3 s: misses TTFT
+        req(0.5, 5, 5, 1),  # one token: no TPOT, meets it
+        req(0.0, 0, 20, 3),  # TPOT 3.9 s / 2 = 1.95 s: misses TPOT
+        # Negative controls: unfinished, a step not in the timeline.
+        req(0.0, 0, None, 2),
+        req(0.0, 0, 99, 2),
+    ]
+    assert judging.slo_goodput(reqs, ends, 4.0, 2500.0, 100.0) == (2, 0.5)
+    assert judging.slo_goodput(reqs, ends, 4.0, 2500.0, 99.0) == (1, 0.25)
+    assert judging.slo_goodput([], ends, 0.0, 1.0, 1.0) == (0, 0.0)
+
+
+# ---------------------------------------------------------------- the tables
+def test_settings_are_data_and_every_sweep_is_as_large_as_ours() -> None:
+    assert settings.check_grids() == []
+    modes = settings.all_modes()
+    assert modes[0] == settings.BASELINE and len(modes) == len(set(modes))
+    assert settings.RECOMMENDED in settings.OURS
+    assert set(settings.all_modes(quick=True)) < set(modes)
+    # Negative control: a family with a smaller sweep is named.
+    small = (settings.PeerFamily("x", "x", ("x:1",)),)
+    assert settings.check_grids(small) == [
+        f"x: a sweep of 1 point(s), ours has {len(settings.OURS)}"
+    ]
+
+
+def test_case_selection() -> None:
+    quick = cases.select(None, quick=True)
+    assert [c.key for c in quick] == ["builtin-dp4", "starvation-dp4"]
+    assert len(cases.select(None, quick=False)) == len(cases.CASES)
+    starv = cases.select(["starvation"], quick=False)
+    assert [c.dp for c in starv] == [4, 16, 64]
+    assert [c.key for c in cases.select(["kv-bound-dp4", "kv-bound"], False)] == [
+        "kv-bound-dp4",
+        "kv-bound-dp16",
+    ]
+    with pytest.raises(SystemExit, match="--cases: no case 'nope'"):
+        cases.select(["nope"], quick=False)
+
+
+def test_a_seed_selects_its_own_workload(tmp_path: pytest.TempPathFactory) -> None:
+    azure = [cases.replay_args(cases.Case("azure", 16), s, tmp_path) for s in (0, 1)]
+    assert azure[0][azure[0].index("--start") + 1] == "0"
+    assert azure[1][azure[1].index("--start") + 1] == "240"  # 30 s x rate 8
+    builtin = cases.replay_args(cases.Case("builtin", 4), 2, tmp_path)
+    assert builtin[:2] == ["--seed", "2"]
+    kv = cases.replay_args(cases.Case("kv-bound", 4), 0, tmp_path)
+    assert kv[kv.index("--kv-cache-tokens") + 1] == str(workloads.KV_CACHE_TOKENS)
+
+
+# ---------------------------------------------------------------- workloads
+@pytest.mark.parametrize("name", sorted(workloads.GENERATORS))
+def test_generators_are_deterministic_per_seed_and_dp(name: str) -> None:
+    make = workloads.GENERATORS[name]
+    assert make(4, 0) == make(4, 0)
+    # Negative controls: another seed, another DP size draw another trace.
+    assert make(4, 1) != make(4, 0)
+    assert make(16, 0) != make(4, 0)
+    lines = make(4, 0)
+    arrivals = [x["arrival_s"] for x in lines]
+    assert arrivals == sorted(arrivals) and len(lines) > 20
+    assert all(x["prompt_tokens"] >= 1 and x["output_tokens"] >= 1 for x in lines)
+
+
+def test_starvation_fills_rank_zero_and_feeds_every_other_rank() -> None:
+    lines = workloads.starvation(16, 0, cap=16)
+    assert sum(x["rank"] == 0 for x in lines) == 16
+    assert {x["rank"] for x in lines} == set(range(16))
+    with pytest.raises(ValueError, match="dp >= 2"):
+        workloads.starvation(1, 0)
+
+
+def test_the_new_workloads_have_their_shape() -> None:
+    long = workloads.long_prompts(4, 0)
+    assert any(x["prompt_tokens"] > 4096 for x in long)  # chunked: > 2 budgets
+    assert all(x["prompt_tokens"] + x["output_tokens"] <= 16384 for x in long)
+    kv = workloads.kv_bound(4, 0)
+    fit = workloads.KV_CACHE_TOKENS // max(
+        x["prompt_tokens"] + x["output_tokens"] for x in kv
+    )
+    assert fit < cases.CAP  # the cache binds before the cap
+    assert all(
+        x["prompt_tokens"] + x["output_tokens"] <= workloads.KV_MAX_MODEL_LEN
+        for x in kv
+    )
+    bursts = workloads.on_off(4, 0)
+    on = sum(x["arrival_s"] % 12 < 4 for x in bursts)
+    assert on > 10 * (len(bursts) - on)  # 4/s on vs 0.1/s off
+
+
+def test_markdown_renders_the_judgments_from_records() -> None:
+    def run(seed: int, scale: float) -> dict[str, object]:
+        modes = {
+            "off": (100.0, 50.0),
+            settings.RECOMMENDED: (100.0, 40.0),
+            "sglang-delayer": (150.0, 30.0),
+        }
+        values = {
+            m: {
+                **{k: 1.0 for k, _, _ in judging.METRICS},
+                "ttft_p50": ttft * scale,
+                "tpot_p99": tpot * scale,
+            }
+            for m, (ttft, tpot) in modes.items()
+        }
+        return {"seed": seed, "command": "cmd", "wall_s": 1.0, "requests": 10,
+                "span_s": 5.0, "mode_wall_s": {}, "values": values}  # fmt: skip
+
+    record = {"case": "x-dp4", "runs": [run(0, 1.0), run(1, 1.1), run(2, 0.9)]}
+    text = markdown([record], "0.0")
+    assert "seeds [0, 1, 2]" in text
+    # The peer trades TTFT for TPOT: it dominates nothing, nothing covers it.
+    assert "2 of 2 (case, peer setting) pairs have no peer dominating" in text
+    assert "in 0 of 2 a setting of ours" in text and "trade-off" in text
+    assert "held" in text and "| sglang-delayer default |" in text
