@@ -21,6 +21,8 @@ OURS: tuple[str, ...] = (
     "on+max-frozen:64",
     "on+queued-leader+max-held:64",
     "on+queued-leader+max-held:16",
+    "on+aligned+max-held:64",
+    "on+aligned:64+max-held:64",
 )
 
 #: The one setting we recommend (docs/peer-policies.md), judged per cell.
@@ -50,17 +52,48 @@ PEERS: tuple[PeerFamily, ...] = (
             "sglang-delayer:15",
             "sglang-delayer:60",
             "sglang-delayer:30:20",
+            "sglang-delayer:30:0:0:5000:4",
+            "sglang-delayer:30:0:25",
+        ),
+    ),  # fmt: skip
+    # SGLang's --prefill-decode-interval alone (SGLang #35017; off by
+    # default): the values its PR and #40443 report (4, 8) and its Qwen3-VL
+    # override (22).
+    PeerFamily(
+        "sglang-pdi",
+        None,
+        (
+            "sglang-pdi:1",
+            "sglang-pdi:2",
+            "sglang-pdi:4",
+            "sglang-pdi:8",
+            "sglang-pdi:16",
+            "sglang-pdi:22",
         ),
     ),  # fmt: skip
     PeerFamily(
         "trtllm-adp",
         "trtllm-adp",
-        ("trtllm-adp:12:2", "trtllm-adp:25:5", "trtllm-adp:100:10", "trtllm-adp:50:0"),
+        (
+            "trtllm-adp:12:2",
+            "trtllm-adp:25:5",
+            "trtllm-adp:100:10",
+            "trtllm-adp:50:0",
+            "trtllm-adp:50:10:2:5",
+            "trtllm-adp:200:20",
+        ),
     ),  # fmt: skip
     PeerFamily(
         "vllm-align",
         "vllm-align",
-        ("vllm-align:8", "vllm-align:15", "vllm-align:60", "vllm-align:30:1"),
+        (
+            "vllm-align:8",
+            "vllm-align:15",
+            "vllm-align:60",
+            "vllm-align:30:1",
+            "vllm-align:30:4",
+            "vllm-align:4",
+        ),
     ),
     PeerFamily(
         "atom-delayer",
@@ -70,12 +103,23 @@ PEERS: tuple[PeerFamily, ...] = (
             "atom-delayer:15",
             "atom-delayer:60",
             "atom-delayer:30:1000",
+            "atom-delayer:4",
+            "atom-delayer:128",
         ),
     ),  # fmt: skip
     # vLLM's own DP prefill throttle (prefill_schedule_interval, vLLM #44558):
     # its default (1) is the baseline; needs vLLM 0.32+ (the main lane).
     PeerFamily(
-        "vllm-interval", None, ("interval:2", "interval:4", "interval:8", "interval:16")
+        "vllm-interval",
+        None,
+        (
+            "interval:2",
+            "interval:3",
+            "interval:4",
+            "interval:8",
+            "interval:16",
+            "interval:32",
+        ),
     ),
 )
 
