@@ -72,13 +72,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(serve_args=[])
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM ends the demo the way Ctrl-C does (the ``with`` block's exit
-    stops the server)."""
+def _stop_on_signals() -> None:
+    """Ctrl-C (SIGINT) and SIGTERM end the demo (the ``with`` block's exit
+    stops the server). SIGINT's handler is set explicitly: Python keeps
+    SIGINT ignored when it starts with it ignored (a shell's background
+    job), and the demo must still stop on it."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
 
 
@@ -106,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    _stop_on_sigterm()
+    _stop_on_signals()
     with tempfile.TemporaryDirectory(prefix="vab-demo-") as scratch:
         workdir = args.dir if args.dir is not None else Path(scratch)
         print(
