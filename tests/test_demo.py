@@ -360,3 +360,22 @@ def test_demo_serves_and_stops_on_ctrl_c(running_demo: Demo) -> None:
     running.until("stopped: no process of the server is left", 30)
     assert session_members(server_pid) == []
     assert session_members(running.proc.pid) == []
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_series_at_startup_without_stats(tmp_path: Path) -> None:
+    """With ``--disable-log-stats`` the engines write their series to files
+    (no stats carry them): there too, every series of both ranks is on
+    ``/metrics`` at zero before any request, then moves. Started through the
+    launcher API (:func:`demo.running_server`), which also stops it."""
+    with demo.running_server(tmp_path, 2, extra_args=["--disable-log-stats"]) as server:
+        assert startup_problems(server.metrics_text(), ENGINES) == []
+        reply = server.complete([11, 12, 13, 14], 8)
+        assert reply["usage"]["completion_tokens"] == 8
+        moved = settled(server.url("/metrics"))
+        gathers = {e: moved[("vllm:balance_gathers_total", e)] for e in ENGINES}
+        assert gathers["0"] == gathers["1"] > 0, gathers
+        pgid = server.proc.pid
+        assert session_members(pgid)
+    assert session_members(pgid) == []
