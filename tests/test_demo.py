@@ -159,6 +159,30 @@ def test_session_census_sees_a_live_session_and_not_a_gone_one() -> None:
     assert session_members(proc.pid) == []
 
 
+def test_front_end_shows_every_engine_at_zero_once_engines_are_up() -> None:
+    """The front-end stat logger, built as ``AsyncLLM`` builds it (vLLM's
+    ``StatLoggerManager``: real ``PrometheusStatLogger`` next to it), on an
+    isolated registry: nothing before ``log_engine_initialized()`` (the
+    control: the series come from that call, not from building the
+    logger), then every series of both engines at zero."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from tests.support.vllm_objects import make_vllm_config
+    from vllm_ascend_balance import stats_carrier
+
+    registry = CollectorRegistry()
+    front = stats_carrier.stat_logger_class()(make_vllm_config(), [0, 1])
+    front.registry = registry
+    assert balance_samples(generate_latest(registry).decode()) == {}
+    front.log_engine_initialized()
+    text = generate_latest(registry).decode()
+    names = metrics.exported_names() - {"vllm:balance_gather_wait_seconds"}
+    samples = balance_samples(text)
+    assert {n.split("{")[0] for n, _ in samples} == names, "the files' gauge aside"
+    assert {e for _, e in samples} == set(ENGINES)
+    assert set(samples.values()) == {0.0}
+
+
 # --------------------------------------------------------------------------
 # doctor's async-scheduling rule (in-process, real vLLM executor classes)
 # --------------------------------------------------------------------------
