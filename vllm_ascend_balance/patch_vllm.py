@@ -45,6 +45,7 @@ from vllm_ascend_balance.series import (
     series_digest,
     series_root,
 )
+from vllm_ascend_balance.torch_companions import mismatch_hint
 
 DESCRIPTION = "Add the balance seam to the installed vLLM (patch it in place)."
 EPILOG = textwrap.dedent(
@@ -178,6 +179,12 @@ def verify_seam(site: Path, explicit_site: bool) -> str | None:
     imported = Path(lines[-1]).resolve() if lines else None
     if result.returncode not in (0, 3):
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        hint = mismatch_hint(result.stderr)
+        if hint is not None:
+            return (
+                f"a fresh `import vllm.v1.core.sched.scheduler` failed ({last}): "
+                f"{hint}, then run patch-vllm again"
+            )
         return (
             f"a fresh `import vllm.v1.core.sched.scheduler` failed ({last}): the "
             f"files are patched; check that vLLM imports in {sys.executable}"
