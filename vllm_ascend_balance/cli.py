@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """``vllm-ascend-balance`` command line: ``patch-vllm``, ``doctor``,
-``replay`` and ``validate-sim``."""
+``demo``, ``replay`` and ``validate-sim``."""
 
 from __future__ import annotations
 
@@ -41,6 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
             allow_abbrev=False,
         )
     )
+    from vllm_ascend_balance import demo_cli
+
+    demo_cli.add_arguments(
+        sub.add_parser(
+            "demo",
+            help="serve a balance-enabled vLLM DP deployment on CPU (tiny MoE "
+            "model, no weights): URL, curl, /metrics, doctor",
+            allow_abbrev=False,
+        )
+    )
     # An ImportError of the replay is a bug to see in full, not a missing
     # subcommand (argparse would answer "invalid choice: 'replay'").
     from vllm_ascend_balance.replay import cli as replay_cli
@@ -64,13 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
-    """``argv`` parsed as the command runs it: ``doctor``'s arguments beyond
-    its own are ``vllm serve``'s, left for vLLM's parser
-    (``doctor.parse_serve_args``, at run time); any other subcommand refuses
-    an argument it does not know."""
+    """``argv`` parsed as the command runs it: ``doctor``'s and ``demo``'s
+    arguments beyond their own are ``vllm serve``'s, left for vLLM's parser
+    (``doctor.parse_serve_args``, at run time; the demo server's own
+    parser); any other subcommand refuses an argument it does not know."""
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command == "doctor":
+    if args.command in ("doctor", "demo"):
         args.serve_args = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -83,6 +93,11 @@ def _main(argv: list[str] | None) -> int:
     from vllm_ascend_balance.replay.validation import cli as validate
 
     args = parse_command_line(argv)
+    if args.command == "demo":
+        # Starts vLLM in a subprocess; this process never imports it.
+        from vllm_ascend_balance import demo_cli
+
+        return demo_cli.run(args)
     if args.command == "patch-vllm":
         # Reads and patches files only: vLLM is imported in a new process,
         # after the patch, never in this one (it may not import yet).

@@ -175,6 +175,7 @@ def _fallback_parser() -> argparse.ArgumentParser:
         "--async-scheduling", action=argparse.BooleanOptionalAction, default=None
     )
     parser.add_argument("--kv-transfer-config", default=None)
+    parser.add_argument("--distributed-executor-backend", default=None)
     return parser
 
 
@@ -248,19 +249,24 @@ def _config_view(args: argparse.Namespace) -> Any:
     """The parts of a ``VllmConfig`` that activation reads, from ``vllm
     serve``'s arguments as vLLM's parser left them (its defaults included;
     not ``EngineArgs.from_cli_args``, which resolves the model and may
-    download it). ``async_scheduling`` unset means on, as
-    ``VllmConfig.__post_init__`` decides for a generative model."""
+    download it). ``async_scheduling`` as vLLM settles it for a generative
+    model (:func:`~vllm_ascend_balance.async_decision.async_scheduling`:
+    the executor's support, the CPU platform); ``args.async_why`` says
+    why."""
     from vllm.config import SchedulerConfig
+
+    from vllm_ascend_balance.async_decision import async_scheduling
 
     serve = getattr(args, "serve", None)
     if serve is None:
         serve = args.serve = parse_serve_args(args.serve_args)
     additional = _json_object(serve.additional_config or {}, "--additional-config")
+    is_async, args.async_why = async_scheduling(serve)
     scheduler_config = SchedulerConfig(
         max_model_len=8192,
         is_encoder_decoder=False,
         scheduler_cls=serve.scheduler_cls,
-        async_scheduling=serve.async_scheduling is not False,
+        async_scheduling=is_async,
     )
     return SimpleNamespace(
         additional_config=additional,
@@ -333,7 +339,13 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"vllm-ascend:           {what}")
     if plan.scheduler_cls is not None:
-        print(f"scheduler class:       {plan.scheduler_cls.__qualname__}")
+        state = "on" if view.scheduler_config.async_scheduling else "off"
+        why = (
+            ""
+            if view.scheduler_config.scheduler_cls
+            else f" (async scheduling {state}: {args.async_why})"
+        )
+        print(f"scheduler class:       {plan.scheduler_cls.__qualname__}{why}")
     if plan.active:
         # plan_activation refuses a scheduler_cls the gate cannot reach.
         print(f"gate reaches seam:     yes (Scheduler.{SEAM})")

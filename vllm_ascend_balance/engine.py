@@ -27,13 +27,14 @@ by ``benchmarks/bench_gather.py``. docs/design.md tells both deadlocks.
 
 After the gather the held-wait tracker closes the step
 (:mod:`vllm_ascend_balance.held_wait`) and the step's numbers go to the
-engine's balance metrics (:mod:`vllm_ascend_balance.metrics`), created at
-the first gather; where
+engine's balance metrics (:mod:`vllm_ascend_balance.metrics`), created
+when its busy loop starts (``run_busy_loop``, wrapped to do only that), so
+that the series are on ``/metrics`` at zero from start-up; where
 stats are on they travel to the front-end in the engine's stats
 (:mod:`vllm_ascend_balance.stats_carrier`). Around
 it the hook stamps the gather's start for the stall watchdog
-(:mod:`vllm_ascend_balance.stall`), created before the first gather (the
-first one can stall too: a peer that never starts).
+(:mod:`vllm_ascend_balance.stall`), created with the metrics (the first
+gather can stall too: a peer that never starts).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ from vllm_ascend_balance.stall import StallWatchdog
 logger = init_logger(__name__)
 
 HOOKED = "_has_global_unfinished_reqs"
+#: Where the engine's metrics are created before its first step.
+BUSY_LOOP = "run_busy_loop"
 _ORIGINAL = "__vab_original__"
 
 
@@ -78,23 +81,45 @@ def gather_after_sync(engine: Any, engines_running: bool = True) -> None:
             f"scheduler_config.scheduler_cls after balance activation"
         )
     scheduler.dp_group = engine.dp_group
-    watchdog = engine.__dict__.get("_balance_watchdog")
-    if watchdog is None:
-        watchdog = engine._balance_watchdog = StallWatchdog.for_engine(engine)
+    watchdog, metrics = prepare_engine(engine)
     watchdog.started = time.monotonic()
     try:
         scheduler.admission_gather()
     finally:
         watchdog.started = None
-    metrics = engine.__dict__.get("_balance_metrics")
-    if metrics is None:
-        metrics = engine._balance_metrics = EngineBalanceMetrics.for_engine(engine)
-        if metrics.carried:
-            stats_carrier.attach(scheduler, metrics.held_wait)
     metrics.held_wait.after_gather(scheduler)
     metrics.record(scheduler)
     if metrics.carried and not engines_running:
         stats_carrier.flush(engine)
+
+
+def prepare_engine(engine: Any) -> tuple[StallWatchdog, EngineBalanceMetrics]:
+    """The engine's stall watchdog and balance metrics, created on the
+    first call (idempotent): at the start of its busy loop
+    (:func:`_busy_loop_hooked`), so that its series are on ``/metrics`` at
+    zero from start-up, or at the first gather where that hook is absent."""
+    watchdog = engine.__dict__.get("_balance_watchdog")
+    if watchdog is None:
+        watchdog = engine._balance_watchdog = StallWatchdog.for_engine(engine)
+    metrics = engine.__dict__.get("_balance_metrics")
+    if metrics is None:
+        metrics = engine._balance_metrics = EngineBalanceMetrics.for_engine(engine)
+        if metrics.carried:
+            stats_carrier.attach(engine.scheduler, metrics.held_wait)
+    return watchdog, metrics
+
+
+def _busy_loop_hooked(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def run_busy_loop(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # Only a scheduler carrying the gate gathers (gather_after_sync
+        # refuses any other); nothing to show for one without it.
+        if isinstance(getattr(self, "scheduler", None), BalanceSchedulerMixin):
+            prepare_engine(self)
+        return original(self, *args, **kwargs)
+
+    setattr(run_busy_loop, _ORIGINAL, original)
+    return run_busy_loop
 
 
 def _hooked(original: Callable[..., bool]) -> Callable[..., bool]:
@@ -115,15 +140,19 @@ def install_gather_hook(cls: type) -> None:
     current = base.__dict__[HOOKED]
     if not hasattr(current, _ORIGINAL):
         setattr(base, HOOKED, _hooked(current))
+    loop = base.__dict__.get(BUSY_LOOP)
+    if loop is not None and not hasattr(loop, _ORIGINAL):
+        setattr(base, BUSY_LOOP, _busy_loop_hooked(loop))
 
 
 def remove_gather_hook(cls: type) -> None:
     """Undo :func:`install_gather_hook` (tests, and a process that runs a
     balance-off engine after a balance-on one). Idempotent."""
     base = upstream_dp_engine(cls)
-    original = getattr(base.__dict__[HOOKED], _ORIGINAL, None)
-    if original is not None:
-        setattr(base, HOOKED, original)
+    for name in (HOOKED, BUSY_LOOP):
+        original = getattr(base.__dict__.get(name), _ORIGINAL, None)
+        if original is not None:
+            setattr(base, name, original)
 
 
 def gather_hook_installed(cls: type) -> bool:

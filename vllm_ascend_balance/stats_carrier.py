@@ -121,7 +121,9 @@ def _stat_logger_class() -> type:
     class BalanceStatLogger(AggregateStatLoggerBase):
         """Front-end end of the carrier: one set of series per engine index.
 
-        The metrics are created at the first record, after vLLM's
+        The metrics are created when the engines are up
+        (:meth:`log_engine_initialized`, every engine index at zero) or at
+        the first record, whichever comes first: after vLLM's
         ``PrometheusStatLogger.__init__`` ran ``unregister_vllm_metrics()``
         (which drops every ``vllm:*`` collector registered before it).
 
@@ -135,7 +137,19 @@ def _stat_logger_class() -> type:
 
         def __init__(self, vllm_config: Any, engine_indexes: list[int]) -> None:
             self.model_name = str(vllm_config.model_config.served_model_name)
+            self.engine_indexes = list(engine_indexes)
             self._metrics: dict[str, Any] | None = None
+
+        def _present(self, engine_idx: int) -> dict[str, Any]:
+            """The metrics, with every series of ``engine_idx`` on
+            ``/metrics`` (a new child starts at zero; an existing one is
+            left as it is)."""
+            if self._metrics is None:
+                self._metrics = self._create()
+            labels = (self.model_name, str(engine_idx))
+            for series in (*_COUNTERS, *_GAUGES, *metrics.HISTOGRAMS):
+                self._metrics[series.attr].labels(*labels)
+            return self._metrics
 
         def _create(self) -> dict[str, Any]:
             from prometheus_client import Counter, Gauge, Histogram
@@ -174,27 +188,27 @@ def _stat_logger_class() -> type:
             payload = pop_payload(scheduler_stats) if scheduler_stats else None
             if payload is None:
                 return
-            if self._metrics is None:
-                self._metrics = self._create()
+            created = self._present(engine_idx)
             labels = (self.model_name, str(engine_idx))
             for series in _COUNTERS:
                 delta = payload.get(series.attr, 0.0)
                 if delta > 0:
-                    self._metrics[series.attr].labels(*labels).inc(delta)
-                else:  # make the series appear from the first step
-                    self._metrics[series.attr].labels(*labels)
+                    created[series.attr].labels(*labels).inc(delta)
             for series in _GAUGES:
-                self._metrics[series.attr].labels(*labels).set(
-                    payload.get(series.attr, 0.0)
-                )
+                created[series.attr].labels(*labels).set(payload.get(series.attr, 0.0))
             for series in metrics.HISTOGRAMS:
-                # .labels() alone makes the series appear with _count 0.
-                histogram = self._metrics[series.attr].labels(*labels)
+                histogram = created[series.attr].labels(*labels)
                 for value in payload.get(series.attr, ()):
                     histogram.observe(value)
 
         def log_engine_initialized(self) -> None:
-            pass
+            """Every engine's series at zero from start-up, before any step
+            (``AsyncLLM`` calls this once its engines are up, after every
+            stat logger's ``__init__``, so after vLLM's
+            ``unregister_vllm_metrics()``): an operator who scrapes right
+            after ``/health`` sees balance is on, on every rank."""
+            for engine_idx in self.engine_indexes:
+                self._present(engine_idx)
 
     return BalanceStatLogger
 
