@@ -101,18 +101,37 @@ def empty_queries(
     return found
 
 
+def wait_samples(prom: prometheus.Prometheus, series: str, samples: int) -> None:
+    """Until Prometheus holds at least ``samples`` samples of every series
+    ``series`` selects (a rate needs two in its window; a histogram's first
+    sample may come with its first observation)."""
+    expr = f"min(count_over_time({series}[{RATE_WINDOW}]))"
+    deadline = time.monotonic() + SCRAPED_LIMIT_S
+    last: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        last = prom.query(expr)
+        if last and float(last[0]["value"][1]) >= samples:
+            return
+        time.sleep(1)
+    pytest.fail(f"prometheus holds too few samples of {series}: {last}")
+
+
 def wait_scraped(prom: prometheus.Prometheus, model: str, admissions: int) -> None:
     """Until Prometheus holds the final held-wait counts (every admission
-    observed on some engine)."""
+    observed on some engine), then two more samples of every histogram
+    series."""
     expr = f'sum(vllm:balance_held_wait_seconds_count{{model_name="{model}"}})'
     deadline = time.monotonic() + SCRAPED_LIMIT_S
     last: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         last = prom.query(expr)
         if last and float(last[0]["value"][1]) >= admissions:
-            return
+            break
         time.sleep(1)
-    pytest.fail(f"prometheus never saw {admissions} admissions: {last}")
+    else:
+        pytest.fail(f"prometheus never saw {admissions} admissions: {last}")
+    for name in ("vllm:balance_held_wait_seconds", "vllm:balance_held_wait_steps"):
+        wait_samples(prom, f'{{__name__=~"{name}_.*", model_name="{model}"}}', 3)
 
 
 def test_prometheus_evaluates_every_dashboard_query(
@@ -124,6 +143,8 @@ def test_prometheus_evaluates_every_dashboard_query(
         prompt = [10 + (i * 7 + j) % 900 for j in range(8 + i % 5)]
         return int(server.complete(prompt, TOKENS)["usage"]["completion_tokens"])
 
+    # Counters from before the load, so the rates see it.
+    wait_samples(prom, f'vllm:balance_gathers_total{{model_name="{MODEL}"}}', 2)
     with ThreadPoolExecutor(REQUESTS) as pool:
         assert list(pool.map(tokens, range(REQUESTS))) == [TOKENS] * REQUESTS
     wait_scraped(prom, MODEL, REQUESTS)
