@@ -38,6 +38,8 @@ guard: a request still open then is a ``hang`` and fails the test):
 Balance off is the control: no balance series and no stall warning in
 phases 1 and 2 (the warning is this package's), and the client sees the
 same outcome classes in every phase as with balance on (:func:`classes`).
+Negative control of the client's classes: a server that never answers is
+a ``hang``, one that drops the connection a ``connection error``.
 
 Timeouts are hang guards only; nothing asserts on durations.
 """
@@ -47,11 +49,14 @@ from __future__ import annotations
 import http.client
 import re
 import signal
+import socket
+import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -238,3 +243,34 @@ def test_faults_balance_on_as_off(tmp_path: Path) -> None:
         off_results = trials(off, False)
     print(f"balance on: {on_results}\nbalance off: {off_results}")
     assert classes(on_results) == classes(off_results)
+
+
+def test_negative_control_a_hang_and_a_drop_are_classed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client's classes are not all ``ok``: a server that accepts and
+    never answers is a ``hang`` (past the bound, here 1 s), one that closes
+    the connection is a ``connection error``."""
+    monkeypatch.setitem(globals(), "REQUEST_LIMIT_S", 1)
+    for close, expected in ((False, "hang"), (True, "connection error")):
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            port = listener.getsockname()[1]
+
+            def serve_once(
+                close: bool = close, listener: socket.socket = listener
+            ) -> None:
+                conn, _ = listener.accept()
+                conn.recv(65536)
+                if close:
+                    conn.close()
+                else:
+                    time.sleep(3)
+                    conn.close()
+
+            thread = threading.Thread(target=serve_once, daemon=True)
+            thread.start()
+            server = SimpleNamespace(base_url=f"http://127.0.0.1:{port}")
+            assert request(server, 0) == expected  # type: ignore[arg-type]
+            thread.join(timeout=10)

@@ -131,7 +131,8 @@ def wait_scraped(prom: prometheus.Prometheus, model: str, admissions: int) -> No
     else:
         pytest.fail(f"prometheus never saw {admissions} admissions: {last}")
     for name in ("vllm:balance_held_wait_seconds", "vllm:balance_held_wait_steps"):
-        wait_samples(prom, f'{{__name__=~"{name}_.*", model_name="{model}"}}', 3)
+        for suffix in ("_bucket", "_sum", "_count"):
+            wait_samples(prom, f'{name}{suffix}{{model_name="{model}"}}', 3)
 
 
 def test_prometheus_evaluates_every_dashboard_query(
