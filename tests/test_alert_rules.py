@@ -41,9 +41,9 @@ PROMTOOL_LIMIT_S = 120  # hang guard
 
 
 @pytest.fixture(scope="module")
-def promtool() -> str:
+def promtool(pytestconfig: pytest.Config) -> str:
     try:
-        return prometheus.tools()[1]
+        return prometheus.tools_for(pytestconfig)[1]
     except prometheus.PrometheusUnavailable as error:
         pytest.fail(str(error))
 

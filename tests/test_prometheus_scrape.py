@@ -56,10 +56,10 @@ MISSPELT = ("vllm:balance_frozen_gathers_total", "vllm:balance_frozen_gather_tot
 
 @pytest.fixture
 def deployment(
-    tmp_path: Path,
+    tmp_path: Path, pytestconfig: pytest.Config
 ) -> Iterator[tuple[demo.DemoServer, prometheus.Prometheus]]:
     try:
-        binary = prometheus.tools()[0]
+        binary = prometheus.tools_for(pytestconfig)[0]
     except prometheus.PrometheusUnavailable as error:
         pytest.fail(str(error))
     (tmp_path / "prometheus").mkdir()

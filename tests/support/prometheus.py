@@ -32,7 +32,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,9 +66,11 @@ def _apt(*args: str) -> None:
         )
 
 
-def tools() -> tuple[str, str]:
+def tools(say: Callable[[str], None] | None = None) -> tuple[str, str]:
     """``(prometheus, promtool)`` paths; installs Debian's package first
-    when either is missing.
+    when either is missing, saying so in one line through ``say`` (default:
+    stderr; the tests pass pytest's terminal writer, which capture does not
+    hide).
 
     Raises:
         PrometheusUnavailable: not root, no apt, or apt failed (message says
@@ -82,11 +84,14 @@ def tools() -> tuple[str, str]:
             "prometheus/promtool not on PATH and this process cannot install "
             "them (needs root and apt): run `apt-get install -y prometheus`"
         )
-    print(
+    line = (
         "tests: installing Debian's prometheus package (apt-get update, "
-        "apt-get install prometheus; no service is started)",
-        file=sys.stderr,
+        "apt-get install prometheus; no service is started)"
     )
+    if say is None:
+        print(line, file=sys.stderr)
+    else:
+        say(line)
     added_policy = not POLICY_RC_D.exists()
     if added_policy:
         POLICY_RC_D.write_text("#!/bin/sh\n# the tests' prometheus install\nexit 101\n")
@@ -197,3 +202,14 @@ def start(
     server.stop()
     log_text = log.read_text()
     raise AssertionError(f"prometheus not ready in {READY_LIMIT_S} s:\n{log_text}")
+
+
+def tools_for(config: Any) -> tuple[str, str]:
+    """:func:`tools` from a test, its install line on pytest's terminal.
+
+    Raises:
+        PrometheusUnavailable: as :func:`tools`.
+    """
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    say = None if reporter is None else (lambda line: reporter.write_line(line))
+    return tools(say)
