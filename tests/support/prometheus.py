@@ -205,11 +205,19 @@ def start(
 
 
 def tools_for(config: Any) -> tuple[str, str]:
-    """:func:`tools` from a test, its install line on pytest's terminal.
+    """:func:`tools` from a test, its install line on stderr with pytest's
+    output capture suspended for it (else capture hides it on a pass).
 
     Raises:
         PrometheusUnavailable: as :func:`tools`.
     """
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    say = None if reporter is None else (lambda line: reporter.write_line(line))
+    capture = config.pluginmanager.getplugin("capturemanager")
+
+    def say(line: str) -> None:
+        if capture is None:
+            print(line, file=sys.stderr)
+            return
+        with capture.global_and_fixture_disabled():
+            print(f"\n{line}", file=sys.stderr, flush=True)
+
     return tools(say)
