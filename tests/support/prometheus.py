@@ -53,36 +53,53 @@ def _found() -> tuple[str, str] | None:
     return (prometheus, promtool) if prometheus and promtool else None
 
 
-def _apt(*args: str) -> None:
+def _as_root() -> list[str] | None:
+    """The prefix that runs a command as root: none when root, ``sudo -n``
+    where passwordless sudo works (GitHub's runners), else None."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") is None:
+        return None
+    probe = subprocess.run(["sudo", "-n", "true"], capture_output=True, timeout=30)
+    return ["sudo", "-n"] if probe.returncode == 0 else None
+
+
+def _run(root: list[str], *cmd: str) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = ["apt-get", "-qq", "-o", f"DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}", *args]
+    full = [*root, *(["env", "DEBIAN_FRONTEND=noninteractive"] if root else []), *cmd]
     result = subprocess.run(
-        cmd, env=env, capture_output=True, text=True, timeout=INSTALL_LIMIT_S
+        full, env=env, capture_output=True, text=True, timeout=INSTALL_LIMIT_S
     )
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         raise PrometheusUnavailable(
-            f"`{' '.join(cmd)}` failed ({result.returncode}): {' / '.join(tail)}"
+            f"`{' '.join(full)}` failed ({result.returncode}): {' / '.join(tail)}"
         )
+
+
+def _apt(root: list[str], *args: str) -> None:
+    lock = f"DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}"
+    _run(root, "apt-get", "-qq", "-o", lock, *args)
 
 
 def tools(say: Callable[[str], None] | None = None) -> tuple[str, str]:
     """``(prometheus, promtool)`` paths; installs Debian's package first
-    when either is missing, saying so in one line through ``say`` (default:
-    stderr; the tests pass pytest's terminal writer, which capture does not
-    hide).
+    when either is missing (as root, or through passwordless ``sudo``),
+    saying so in one line through ``say`` (default: stderr).
 
     Raises:
-        PrometheusUnavailable: not root, no apt, or apt failed (message says
-            which, and the command to run by hand).
+        PrometheusUnavailable: neither root nor passwordless sudo, no apt,
+            or apt failed (the message says which, and what to run by hand).
     """
     found = _found()
     if found:
         return found
-    if shutil.which("apt-get") is None or os.geteuid() != 0:
+    root = _as_root()
+    if shutil.which("apt-get") is None or root is None:
         raise PrometheusUnavailable(
             "prometheus/promtool not on PATH and this process cannot install "
-            "them (needs root and apt): run `apt-get install -y prometheus`"
+            "them (needs apt, and root or passwordless sudo): run "
+            "`apt-get install -y prometheus` as root"
         )
     line = (
         "tests: installing Debian's prometheus package (apt-get update, "
@@ -92,16 +109,18 @@ def tools(say: Callable[[str], None] | None = None) -> tuple[str, str]:
         print(line, file=sys.stderr)
     else:
         say(line)
+    # Where systemd runs, the package's postinst would start a service on
+    # :9090 that outlives the tests; policy-rc.d answering 101 forbids it.
     added_policy = not POLICY_RC_D.exists()
     if added_policy:
-        POLICY_RC_D.write_text("#!/bin/sh\n# the tests' prometheus install\nexit 101\n")
-        POLICY_RC_D.chmod(0o755)
+        _run(root, "sh", "-c", f"printf '#!/bin/sh\\nexit 101\\n' > {POLICY_RC_D}"
+             f" && chmod 755 {POLICY_RC_D}")  # fmt: skip
     try:
-        _apt("update")
-        _apt("install", "-y", "--no-install-recommends", PACKAGE)
+        _apt(root, "update")
+        _apt(root, "install", "-y", "--no-install-recommends", PACKAGE)
     finally:
         if added_policy:
-            POLICY_RC_D.unlink(missing_ok=True)
+            _run(root, "rm", "-f", str(POLICY_RC_D))
     found = _found()
     if not found:
         raise PrometheusUnavailable(
