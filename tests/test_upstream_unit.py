@@ -426,8 +426,9 @@ def _variant_file(root: Path, name: str, source: str) -> Path:
 
 def _all_queues_source(source: str) -> str:
     """The patched file holding every waiting queue (the wrong scope)."""
-    assert source.count(HONOUR_NEW_ONLY) == 1, "the installed series changed"
-    return source.replace(HONOUR_NEW_ONLY, "stop_admitting_waiting")
+    from tests.support.seam_shapes import all_queues_source
+
+    return all_queues_source(source)
 
 
 def _uncoupled_source(source: str) -> str:
@@ -444,9 +445,21 @@ def _uncoupled_source(source: str) -> str:
     return head + tail
 
 
+# 0.34 on, the seam replaces the loop's PauseState tests and the cap is an
+# assignment the seam never touches: there is no "old shape" to go back to
+# (its counterpart, a default that ignores PAUSED_NEW, is caught by the
+# stock-vs-patched machine with pause states toggled,
+# tests/test_refactor_equivalence.py).
+PAUSE_SHAPE = "not stop_admitting_waiting" in _PATCH_TEXT
+
 _NEGATIVE = [
     "release original",
-    "old shape",
+    pytest.param(
+        "old shape",
+        marks=pytest.mark.skipif(
+            PAUSE_SHAPE, reason="0.34 on: the cap is not a check the seam follows"
+        ),
+    ),
     pytest.param(
         "all queues",
         marks=pytest.mark.skipif(

@@ -291,6 +291,26 @@ def ascend_sdist(root: Path | None = None) -> Path:
     return fetch_sdist("vllm-ascend", ascend_version(root))
 
 
+# Series shipped though no lane pins their tag: tag -> why it is kept.
+KEPT_TAGS = {
+    "v0.29.0": "the vLLM vllm-ascend main pins (vllm-ascend #16393)",
+    "v0.33.0": "the fork lane's previous pin, the newest release before 0.34",
+}
+
+
+def check_tag(tag: str, tree: Path, root: Path | None = None) -> None:
+    """``git apply --check`` of ``upstream_patch/<tag>/`` on ``tree``."""
+    patches = series_patches(tag, root)
+    result = git_apply(tree, patches, "--check")
+    if result.returncode != 0:
+        first = result.stderr.strip().splitlines()[0] if result.stderr else ""
+        raise SeriesError(
+            f"upstream_patch/{tag}/series does not apply to {tree} ({first}): "
+            f"re-sync it with `series.py resync --tag {tag}`, see CONTRIBUTING.md"
+        )
+    print(f"upstream_patch/{tag}: {len(patches)} patch(es) apply cleanly to {tree}")
+
+
 def check(lane: str, tree: Path | None = None, root: Path | None = None) -> None:
     tag = lane_tag(lane, root)
     patches = series_patches(tag, root, lane)

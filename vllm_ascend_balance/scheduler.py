@@ -21,6 +21,7 @@ import torch
 
 from vllm_ascend_balance.collectives import EXCHANGES
 from vllm_ascend_balance.config import DEFAULT_COLLECTIVE, DEFAULT_POLICY
+from vllm_ascend_balance.held_wait import HELD_QUEUES
 from vllm_ascend_balance.logger import init_logger
 
 if TYPE_CHECKING:
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
 logger = init_logger(__name__)
 
 SEAM = "_should_stop_admitting_waiting"
+
+
+def has_held_waiting(scheduler: Any) -> bool:
+    """Whether any queue the gate holds (:data:`HELD_QUEUES`) is non-empty:
+    the waiting count every rule of this package reads."""
+    return any(getattr(scheduler, name, None) for name in HELD_QUEUES)
 
 
 def admission_cap(scheduler: Any) -> int:
@@ -187,7 +194,9 @@ class BalanceSchedulerMixin:
     def admission_payload(self) -> tuple[int, tuple[int, ...]]:
         """What this rank contributes to the gather: ``len(running)`` and,
         where an opt-in rule needs them, its flags ``(held, queued)``: 1 if
-        WAITING is non-empty with ``len(running)`` below, resp. at, the
+        a queue the gate holds (:data:`HELD_QUEUES`: ``waiting``, and
+        ``skipped_waiting`` / ``async_kv_waiting`` where the release has
+        them) is non-empty with ``len(running)`` below, resp. at, the
         cap."""
         running = len(self.running)  # type: ignore[attr-defined]
         if (
@@ -195,7 +204,7 @@ class BalanceSchedulerMixin:
             and self.balance_policy == DEFAULT_POLICY
         ):
             return running, ()
-        waiting = bool(self.waiting)  # type: ignore[attr-defined]
+        waiting = has_held_waiting(self)
         below = running < admission_cap(self)
         return running, (int(waiting and below), int(waiting and not below))
 
