@@ -749,7 +749,10 @@ def _unknown_loop(schedule: ast.FunctionDef) -> str:
 
 
 def _patched_pause_loop(
-    source: str, schedule: ast.FunctionDef, loop: ast.While, cap: ast.Assign,
+    source: str,
+    schedule: ast.FunctionDef,
+    loop: ast.While,
+    cap: ast.Assign,
     tests: list[ast.Compare],
 ) -> tuple[str, Shape]:
     """The 0.34 shape: the loop's ``_pause_state == PauseState.UNPAUSED``
@@ -789,7 +792,8 @@ def _patched_pause_loop(
         row = lines[test.lineno - 1]
         text = row.encode()
         lines[test.lineno - 1] = (
-            text[: test.col_offset] + f"not {FLAG}".encode()
+            text[: test.col_offset]
+            + f"not {FLAG}".encode()
             + text[test.end_col_offset :]
         ).decode()
     start = _comment_start(lines, loop.lineno)
