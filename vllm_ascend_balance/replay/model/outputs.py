@@ -36,13 +36,10 @@ def model_runner_output(
 ) -> ModelRunnerOutput:
     """A ``ModelRunnerOutput`` of ``sampled`` token ids per request (same
     order as ``req_ids``), in the installed release's fields."""
+    extra: dict[str, Any] = {}
     if _HAS_INDEX:
-        return ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-            sampled_token_ids=sampled,
-        )
-    return ModelRunnerOutput(req_ids=req_ids, sampled_token_ids=sampled)
+        extra["req_id_to_index"] = {rid: i for i, rid in enumerate(req_ids)}
+    return ModelRunnerOutput(req_ids=req_ids, sampled_token_ids=sampled, **extra)
 
 
 logger = init_logger(__name__)
