@@ -735,7 +735,7 @@ def _pause_loop(
 def _unknown_loop(schedule: ast.FunctionDef) -> str:
     """The one-line error for a WAITING loop of a shape resync does not know."""
     loops = [
-        f"`{ast.unparse(n.test)}` at line {n.lineno}"
+        f"`while {ast.unparse(n.test)}:` at line {n.lineno}"
         for n in ast.walk(schedule)
         if isinstance(n, ast.While)
     ]
