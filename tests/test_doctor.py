@@ -121,6 +121,10 @@ def test_enabled_config_would_activate(reports: dict[str, Report]) -> None:
     assert report.field("setting").startswith("True")
     assert report.field("would activate") == "True"
     assert "Traceback" not in report.stderr
+    # Which vllm-ascend versions read the deprecated env switch (issue 45).
+    env = report.field("env switch")
+    assert env.startswith("VLLM_ASCEND_BALANCE_SCHEDULING read")
+    assert "0.23.0.post1" in env and "#14706" in env
 
 
 def test_off_would_not_activate(reports: dict[str, Report]) -> None:

@@ -183,6 +183,8 @@ def _rank_main(
     engine.step_counter = 0
     engine.pending_pause = False
     engine.ignore_start_dp_wave = False
+    # 0.34 reads it after its all-reduce (fault tolerance off here).
+    engine.enable_fault_tolerance = False
     engine.dp_sync_interval = getattr(parallel_config, "dp_sync_interval", None)
     # Newer releases read the DP sync timeout via self.vllm_config.parallel_config.
     engine.vllm_config = SimpleNamespace(parallel_config=parallel_config)

@@ -313,3 +313,39 @@ def test_only_a_companion_failure_gets_the_uninstall_hint() -> None:
     assert hint is not None and "pip uninstall -y" in hint
     assert mismatch_hint("OSError: Could not load this library: x/_torchaudio.so")
     assert mismatch_hint("ModuleNotFoundError: No module named 'cbor2'") is None
+
+
+@pytest.mark.lane_scope("release")  # file-level: the release sdists, no import
+@pytest.mark.parametrize("tag", ["v0.29.0", "v0.34.0"])
+def test_patch_vllm_picks_and_applies_the_series_of_a_release_without_a_lane(
+    tag: str, tmp_path: Path
+) -> None:
+    """vLLM 0.29.0 (vllm-ascend main's) and 0.34.0, as installs patch-vllm
+    meets: a site holding the release sdist's ``vllm/`` scheduler and a
+    ``vllm`` dist-info of that version. The series patch-vllm picks by the
+    version is that release's own, it fits, applying it adds the seam, and
+    reverting gives the release's file back byte for byte. (The fresh-import
+    verification needs that vLLM installed: the fork lane does it for
+    0.34.0 in the tests above.)"""
+    from tests.support.series_tool import series as series_tool
+
+    sdist = series_tool.fetch_sdist("vllm", tag[1:])
+    site = tmp_path / "site"
+    target = site / SCHEDULER
+    target.parent.mkdir(parents=True)
+    original = (sdist / SCHEDULER).read_bytes()
+    target.write_bytes(original)
+    dist_info = site / f"vllm-{tag[1:]}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {tag[1:]}+empty\n"
+    )
+    found_site, version = series.installed_vllm(site)
+    picked = series.nearest_series(version, series.available_series())
+    assert picked == tag
+    patches = series.read_series(series.series_root() / tag)
+    assert series.fits(found_site, patches) is None
+    series.apply_series(found_site, tag, patches, version)
+    assert series.has_seam_source(found_site)
+    assert series.revert_series(found_site)
+    assert target.read_bytes() == original

@@ -12,10 +12,18 @@ rule it compares the normalized ``SchedulerOutput``/``EngineCoreOutputs`` and
 the running/waiting state. The same is done for ``AsyncScheduler`` (with
 up to two steps in flight, as the engine's batch queue does).
 
+Where the release has ``PauseState`` (0.34 on the fork lane: the seam's
+default *is* the pause test), the traces also toggle the pause state
+(UNPAUSED, PAUSED_NEW, PAUSED_ALL) on both sides, and the KV-load variant
+runs with vLLM's ``NixlConnector`` (scheduler side, on CPU) and
+``--max-num-inflight-kv-loads`` on (a limit of 1 or 2) or off: some
+requests are remote prefills, whose loads the fed-back outputs finish.
+
 Negative controls: non-neutral variants must make the same machine fail: an
 override of the seam that stops one request early, and a patched file whose
 inline cap check says ``>`` instead of the release's ``>=`` (built at run
-time from the installed source, ``tests/support/seam_shapes.py``).
+time from the installed source, ``tests/support/seam_shapes.py``); from
+0.34, a patched file whose seam default returns False (ignores PAUSED_NEW).
 """
 
 from __future__ import annotations
@@ -38,17 +46,27 @@ from hypothesis.stateful import (
 )
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.outputs import KVConnectorOutput
 from vllm.v1.request import RequestStatus
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source, original_classes
-from tests.support.seam_shapes import inline_cap_mutant_source
+from tests.support.seam_shapes import (
+    inline_cap_mutant_source,
+    pause_cap_mutant_source,
+    pause_default_false_source,
+    pause_loop,
+)
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.scheduler import SEAM, admission_cap
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 BLOCK_SIZE = 16
+# The installed release's seam replaces its PauseState tests (0.34 on).
+PAUSE_SHAPE = pause_loop(Path(installed_scheduler.__file__).read_text()) is not None
+# --max-num-inflight-kv-loads exists (0.34 on).
+HAS_KV_LOAD_LIMIT = hasattr(Scheduler, "_admits_inflight_kv_load")
 
 
 def test_original_classes_are_the_unpatched_release():
@@ -119,11 +137,45 @@ def scheduler_state(sched: Any) -> dict[str, Any]:
         "running": [r.request_id for r in sched.running],
         "waiting": waiting,
         "skipped_waiting": skipped,
+        "kv_holding_waiting": [
+            r.request_id for r in getattr(sched, "kv_holding_waiting", ())
+        ],
+        "async_kv_waiting": [
+            r.request_id for r in getattr(sched, "async_kv_waiting", ())
+        ],
         "requests": {
             rid: (r.status, r.num_computed_tokens, r.num_tokens)
             for rid, r in sched.requests.items()
         },
         "free_blocks": sched.kv_cache_manager.block_pool.get_num_free_blocks(),
+    }
+
+
+def _with_kv_loads(config: Any, limit: int) -> None:
+    """vLLM's NixlConnector as a KV consumer (scheduler side only, as
+    tests/test_gate_scope.py uses it); ``limit`` > 0 sets
+    ``--max-num-inflight-kv-loads``."""
+    from vllm.config import KVTransferConfig
+
+    config.kv_transfer_config = KVTransferConfig(
+        kv_connector="NixlConnector", kv_role="kv_consumer"
+    )
+    config.cache_config.kv_cache_layout = "LBNHC"  # as upstream's connector tests
+    if limit:
+        config.scheduler_config.max_num_inflight_kv_loads = limit
+
+
+def _remote_params(rid: str, prompt_len: int) -> dict[str, Any]:
+    """``kv_transfer_params`` of a remote prefill (P/D consumer side)."""
+    return {
+        "do_remote_prefill": True,
+        "do_remote_decode": False,
+        "remote_engine_id": "prefill-engine",
+        "remote_request_id": f"prefill-{rid}",
+        "remote_block_ids": list(range(prompt_len // BLOCK_SIZE)),
+        "remote_host": "localhost",
+        "remote_port": 1234,
+        "tp_size": 1,
     }
 
 
@@ -172,6 +224,7 @@ class EquivalenceMachine(RuleBasedStateMachine):
         self.original: Any = None
         self.pending: deque = deque()
         self.next_id = 0
+        self.kv_loads: int | None = None
         self.steps = 0
 
     @initialize(
@@ -181,8 +234,15 @@ class EquivalenceMachine(RuleBasedStateMachine):
         # the running-request cap, not the cache, is what stops admission.
         num_blocks=st.one_of(st.integers(6, 16), st.integers(48, 96)),
         budget=st.sampled_from([32, 64, 128, 512]),
+        # None: no KV connector; 0: NixlConnector, no load limit; 1-2:
+        # --max-num-inflight-kv-loads (only where the release has it).
+        kv_loads=st.sampled_from([None, 0, 1, 2] if HAS_KV_LOAD_LIMIT else [None]),
     )
-    def build(self, max_num_seqs: int, num_blocks: int, budget: int) -> None:
+    def build(
+        self, max_num_seqs: int, num_blocks: int, budget: int, kv_loads: int | None
+    ) -> None:
+        self.kv_loads = kv_loads
+
         def build_one(cls: type) -> Any:
             # One config per scheduler: nothing mutable is shared between them.
             config = make_vllm_config(
@@ -196,6 +256,8 @@ class EquivalenceMachine(RuleBasedStateMachine):
                     c.__name__ == "AsyncScheduler" for c in cls.__mro__
                 ),
             )
+            if kv_loads is not None:
+                _with_kv_loads(config, kv_loads)
             return make_scheduler(cls, vllm_config=config)
 
         self.candidate = build_one(self.candidate_cls)
@@ -207,12 +269,31 @@ class EquivalenceMachine(RuleBasedStateMachine):
         )
     )
     def add_requests(self, shapes: list[tuple[int, int]]) -> None:
-        """A burst of requests: (prompt length, max output tokens) each."""
+        """A burst of requests: (prompt length, max output tokens) each; with
+        a KV connector, every other one long enough is a remote prefill."""
         for prompt_len, max_tokens in shapes:
             rid = f"r{self.next_id}"
             self.next_id += 1
+            remote = (
+                self.kv_loads is not None
+                and self.next_id % 2 == 0
+                and prompt_len > BLOCK_SIZE
+            )
             for sched in (self.candidate, self.original):
-                sched.add_request(make_request(rid, prompt_len, max_tokens, BLOCK_SIZE))
+                request = make_request(rid, prompt_len, max_tokens, BLOCK_SIZE)
+                if remote:
+                    request.kv_transfer_params = _remote_params(rid, prompt_len)
+                sched.add_request(request)
+
+    @precondition(lambda self: self.candidate is not None and PAUSE_SHAPE)
+    @rule(state=st.sampled_from(["UNPAUSED", "PAUSED_NEW", "PAUSED_ALL"]))
+    def set_pause_state(self, state: str) -> None:
+        """Pause or resume both sides (the seam's default is the pause test)."""
+        from vllm.v1.core.sched.interface import PauseState
+
+        for sched in (self.candidate, self.original):
+            sched.set_pause_state(PauseState[state])
+        self.coverage[f"pause {state}"] += 1
 
     @rule(num_steps=st.integers(1, 8))
     def run_steps(self, num_steps: int) -> None:
@@ -244,6 +325,8 @@ class EquivalenceMachine(RuleBasedStateMachine):
             self.original
         ):
             self.coverage["stopped at the cap with requests waiting"] += 1
+        if getattr(self.original, "async_kv_waiting", None):
+            self.coverage["async KV loads queued"] += 1
         self.pending.append(
             (
                 got,
@@ -257,6 +340,18 @@ class EquivalenceMachine(RuleBasedStateMachine):
     @rule()
     def update_from_output(self) -> None:
         got_out, got_mro, want_out, want_mro = self.pending.popleft()
+        if self.kv_loads is not None:
+            # Every load in flight on the original finishes with this output
+            # (the same ids on both sides: a divergence shows in the state).
+            loading = {
+                rid
+                for rid, r in self.original.requests.items()
+                if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+            }
+            if loading:
+                self.coverage["KV loads finished"] += 1
+            for mro in (got_mro, want_mro):
+                mro.kv_connector_output = KVConnectorOutput(finished_recving=loading)
         got, want = _both(
             lambda: self.candidate.update_from_output(got_out, got_mro),
             lambda: self.original.update_from_output(want_out, want_mro),
@@ -306,11 +401,12 @@ EQUIVALENCE_SETTINGS = settings(
 
 def _assert_traces_were_interesting(machine: type) -> None:
     print(f"{machine.__name__} coverage: {dict(machine.coverage)}")
-    for reached in (
-        "preemption",
-        "admitted",
-        "stopped at the cap with requests waiting",
-    ):
+    reached_all = ["preemption", "admitted", "stopped at the cap with requests waiting"]
+    if PAUSE_SHAPE:
+        reached_all += ["pause PAUSED_NEW", "pause UNPAUSED"]
+    if HAS_KV_LOAD_LIMIT:
+        reached_all += ["KV loads finished", "async KV loads queued"]
+    for reached in reached_all:
         assert machine.coverage[reached] > 0, (reached, dict(machine.coverage))
 
 
@@ -361,18 +457,40 @@ def _inline_strict_greater() -> type:
     """The patched Scheduler with its inline cap check's ``>=`` turned into
     ``>`` (one request past the cap gets in)."""
     source = Path(installed_scheduler.__file__).read_text()
+    mutant = pause_cap_mutant_source if PAUSE_SHAPE else inline_cap_mutant_source
+    scheduler, _ = classes_from_source("vab_inline_gt_scheduler", mutant(source))
+    return scheduler
+
+
+def _default_false() -> type:
+    """The patched 0.34 Scheduler whose seam default returns False."""
+    source = Path(installed_scheduler.__file__).read_text()
     scheduler, _ = classes_from_source(
-        "vab_inline_gt_scheduler", inline_cap_mutant_source(source)
+        "vab_default_false_scheduler", pause_default_false_source(source)
     )
     return scheduler
 
 
-@pytest.mark.parametrize("variant", ["seam stops one early", "inline cap uses >"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "seam stops one early",
+        "inline cap uses >",
+        pytest.param(
+            "default ignores PAUSED_NEW",
+            marks=pytest.mark.skipif(
+                not PAUSE_SHAPE, reason="the seam's default is the pause test from 0.34"
+            ),
+        ),
+    ],
+)
 def test_non_neutral_variant_is_caught(variant):
     if variant == "seam stops one early":
         candidate = StopsOneEarly
-    else:
+    elif variant == "inline cap uses >":
         candidate = _inline_strict_greater()
+    else:
+        candidate = _default_false()
     orig_sched, _ = original_classes()
     # Deterministic and without shrinking: the point is only that the machine
     # finds a divergence, reproducibly, within the same budget as above.

@@ -32,7 +32,12 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source
-from tests.support.seam_shapes import old_shape_source, stop_condition
+from tests.support.seam_shapes import (
+    old_shape_source,
+    pause_cap_mutant_source,
+    pause_loop,
+    stop_condition,
+)
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.scheduler import admission_cap
 
@@ -59,6 +64,15 @@ class AdmitsAlways:
 
 def _installed_source() -> str:
     return Path(installed_scheduler.__file__).read_text()
+
+
+# 0.34 on, the seam replaces the loop's PauseState tests and the cap is an
+# assignment the seam never reads: there is no old shape to rebuild; the
+# negative control is then a cap assignment that says ``>`` (one past).
+PAUSE_SHAPE = pause_loop(_installed_source()) is not None
+OLD_SHAPE_ONLY = pytest.mark.skipif(
+    PAUSE_SHAPE, reason="0.34 on: no old shape (the cap is not the seam's)"
+)
 
 
 def _old_shape_classes() -> tuple[type, type]:
@@ -124,6 +138,12 @@ def _with_override(base: type) -> type:
 def test_installed_schedule_has_the_new_shape():
     """Guard for the tests below: the installed loop checks the cap inline
     and asks the seam right after (so they test the shape they claim to)."""
+    if PAUSE_SHAPE:
+        loop = pause_loop(_installed_source())
+        assert loop is not None and loop.seam_ask is not None
+        assert (len(loop.pause), len(loop.flag)) == (0, 2)
+        assert loop.cap == "max_num_active_reqs"
+        return
     found = stop_condition(_installed_source())
     assert found.seam_check is not None
     assert found.cap in {"max_num_active_reqs", "max_num_running_reqs"}
@@ -135,6 +155,7 @@ def test_override_returning_false_cannot_admit_past_the_cap(async_scheduling):
     _assert_admission_cap_holds(_with_override(base), async_scheduling)
 
 
+@OLD_SHAPE_ONLY
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_old_shape_with_the_same_override_breaks_the_cap(async_scheduling):
     """Negative control: with the cap inside the overridable method, the same
@@ -147,6 +168,25 @@ def test_old_shape_with_the_same_override_breaks_the_cap(async_scheduling):
         )
 
 
+@pytest.mark.skipif(not PAUSE_SHAPE, reason="the 0.34 loop's negative control")
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_cap_assignment_mutant_with_the_same_override_breaks_the_cap(
+    async_scheduling,
+):
+    """Negative control on 0.34: the cap assignment with ``>`` instead of
+    ``>=`` admits past the cap under the same override (so the check above
+    can fail)."""
+    sched, async_sched = classes_from_source(
+        "vab_cap_mutant_scheduler", pause_cap_mutant_source(_installed_source())
+    )
+    base = async_sched if async_scheduling else sched
+    with pytest.raises(CapBroken):
+        _assert_admission_cap_holds(
+            _with_override(base), async_scheduling, phases=[Phase.generate]
+        )
+
+
+@OLD_SHAPE_ONLY
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_old_shape_default_keeps_the_cap(async_scheduling):
     """Control of the control: the rewritten old-shape scheduler itself
@@ -169,6 +209,10 @@ class CountsAsks:
 
 def test_installed_schedule_asks_the_seam_once_before_the_loop():
     """Guard: the once-per-call ask sits right before the WAITING loop."""
+    if PAUSE_SHAPE:
+        loop = pause_loop(_installed_source())
+        assert loop is not None and loop.seam_ask is not None
+        return
     found = stop_condition(_installed_source())
     assert found.seam_ask is not None
 

@@ -95,6 +95,8 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
     engine.step_counter = 0
     engine.pending_pause = False
     engine.ignore_start_dp_wave = False
+    # 0.34 reads it after its all-reduce (fault tolerance off here).
+    engine.enable_fault_tolerance = False
     engine.dp_sync_interval = getattr(parallel_config, "dp_sync_interval", None)
     engine.vllm_config = SimpleNamespace(
         parallel_config=parallel_config,

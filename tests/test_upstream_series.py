@@ -22,7 +22,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane, pin_tag
-from tests.support.seam_shapes import stop_condition
+from tests.support.seam_shapes import (
+    PAUSE_DEFAULT,
+    pause_loop,
+    release_cap,
+    stop_condition,
+)
 from tests.support.series_tool import SERIES_PY, series
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
@@ -85,12 +90,40 @@ def test_every_pinned_series_fits_its_release_sdist(lane, capsys):
 
 
 def test_every_series_folder_is_pinned():
-    """No stale folder: each ``upstream_patch/vX.Y.Z/`` is named by a pin."""
+    """No stale folder: each ``upstream_patch/vX.Y.Z/`` is named by a pin or
+    kept on purpose (``series.KEPT_TAGS``, each with its reason)."""
     pinned = {series.lane_tag(lane) for lane in ALL_LANES}
     folders = {
         path.parent.name for path in (REPO_ROOT / "upstream_patch").glob("v*/series")
     }
-    assert folders == pinned
+    assert folders == pinned | set(series.KEPT_TAGS)
+    assert not pinned & set(series.KEPT_TAGS)
+
+
+SHIPPED_TAGS = sorted(
+    path.parent.name for path in (REPO_ROOT / "upstream_patch").glob("v*/series")
+)
+
+
+# Lane-independent (text against sdists): the release lane runs it, once.
+@pytest.mark.lane_scope("release")
+@pytest.mark.parametrize("tag", SHIPPED_TAGS)
+def test_every_shipped_series_round_trips_and_applies(tag, tmp_path, capsys):
+    """Every shipped series, pinned or kept (0.29.0: vllm-ascend main's vLLM;
+    0.33.0: the fork lane's previous pin): ``git apply --check`` of the whole
+    series on its release sdist, and ``resync`` from that sdist reproduces
+    the shipped files byte for byte. The sdists are cached under the lane
+    cache (``$VAB_CACHE/sdist``), fetched once."""
+    tree = series.fetch_sdist("vllm", tag[1:])
+    series.check_tag(tag, tree)
+    assert f"upstream_patch/{tag}:" in capsys.readouterr().out
+    out = series.resync(tree, tag, tmp_path / tag)
+    shipped = REPO_ROOT / "upstream_patch" / tag
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        p.name for p in shipped.iterdir()
+    )
+    for made in out.iterdir():
+        assert made.read_bytes() == (shipped / made.name).read_bytes(), made.name
 
 
 def _added_test_source(patch: Path) -> str:
@@ -120,7 +153,9 @@ def test_series_adds_one_behaviour_test_in_upstream_style(lane):
     added = _added_test_source(patch)
     # Where the release has kv_holding_waiting, a second test pins the
     # exemption (a KV-holding request is admitted while the gate is closed).
-    kv_scope = "request_queue is self.waiting" in text
+    kv_scope = "request_queue is self.waiting" in text or (
+        "not stop_admitting_waiting" in text
+    )
     assert (
         re.findall(r"^def (test_\w+)", added, re.M)
         == ["test_should_stop_admitting_waiting_override"]
@@ -146,7 +181,7 @@ def test_commit_message_names_the_release_cap(lane):
     tag = series.lane_tag(lane)
     (patch,) = series.series_patches(tag, lane=lane)
     message = patch.read_text().split("\n---\n")[0]
-    cap = stop_condition((series.sdist(lane) / SCHEDULER_REL).read_text()).cap
+    cap = release_cap((series.sdist(lane) / SCHEDULER_REL).read_text())
     wrong = {"max_num_active_reqs", "max_num_running_reqs"} - {cap}
     assert cap in message
     assert not any(name in message for name in wrong), message
@@ -177,6 +212,18 @@ def test_resync_places_the_hook_by_ast_not_by_offset():
     source = (series.sdist(LANE) / SCHEDULER_REL).read_text()
     shifted = "# unrelated\n" * 37 + source
     patched, _ = series.patched_scheduler(shifted)
+    if pause_loop(source) is not None:
+        # 0.34 on: the ask before the loop, both pause tests replaced.
+        found_pause = pause_loop(patched)
+        assert found_pause is not None and found_pause.seam_ask is not None
+        assert (len(found_pause.pause), len(found_pause.flag)) == (0, 2)
+        broken = source.replace("self._pause_state == PauseState.UNPAUSED", "True")
+        with pytest.raises(series.SeriesError) as failure:
+            series.patched_scheduler(broken)
+        message = str(failure.value)
+        assert SCHEDULER_REL in message and "while True" in message
+        assert "re-sync by hand" in message and "\n" not in message
+        return
     found = stop_condition(patched)
     assert found.seam_ask is not None and found.seam_check is not None
     assert ast.dump(found.check) == ast.dump(stop_condition(source).check)
@@ -445,7 +492,18 @@ def test_inline_stop_condition_is_the_release_own(sdist_tree):
     request through, so it can stop admission but never admit past the cap."""
     import vllm.v1.core.sched.scheduler as installed
 
-    release = stop_condition((sdist_tree / SCHEDULER_REL).read_text())
+    release_source = (sdist_tree / SCHEDULER_REL).read_text()
+    if pause_loop(release_source) is not None:
+        # 0.34 on: the cap assignment node for node, the pause tests replaced.
+        release_loop = pause_loop(release_source)
+        patched_loop = pause_loop(Path(installed.__file__).read_text())
+        assert release_loop is not None and patched_loop is not None
+        assert release_loop.seam_ask is None
+        assert ast.dump(patched_loop.cap_assign) == ast.dump(release_loop.cap_assign)
+        assert (len(release_loop.pause), len(patched_loop.flag)) == (2, 2)
+        assert patched_loop.pause == [] and patched_loop.seam_ask is not None
+        return
+    release = stop_condition(release_source)
     assert release.seam_check is None  # the release itself has no seam
     patched = stop_condition(Path(installed.__file__).read_text())
     assert ast.dump(patched.check) == ast.dump(release.check)
@@ -456,8 +514,9 @@ def test_inline_stop_condition_is_the_release_own(sdist_tree):
 
 
 def test_seam_default_returns_false():
-    """The default body is ``return False`` (after its docstring): with no
-    override, the loop decides exactly as the release does."""
+    """The default body is ``return False`` (after its docstring), or, from
+    0.34, the ``PauseState`` test the seam replaced: with no override, the
+    loop decides exactly as the release does."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
     source = textwrap.dedent(inspect.getsource(getattr(Scheduler, SEAM)))
@@ -466,6 +525,10 @@ def test_seam_default_returns_false():
     body = list(func.body)
     if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
+    if pause_loop(Path(inspect.getfile(Scheduler)).read_text()) is not None:
+        # 0.34 on: the default is the pause test it replaced (PAUSED_NEW).
+        assert [ast.unparse(stmt) for stmt in body] == [PAUSE_DEFAULT]
+        return
     assert [ast.dump(stmt) for stmt in body] == [
         ast.dump(ast.Return(value=ast.Constant(value=False)))
     ]
@@ -479,7 +542,7 @@ def test_package_gate_uses_the_release_cap(sdist_tree):
     from tests.support.vllm_objects import make_scheduler
     from vllm_ascend_balance.scheduler import admission_cap
 
-    cap = stop_condition((sdist_tree / SCHEDULER_REL).read_text()).cap
+    cap = release_cap((sdist_tree / SCHEDULER_REL).read_text())
     scheduler = make_scheduler(max_num_seqs=7)
     decoys = [
         name

@@ -291,6 +291,26 @@ def ascend_sdist(root: Path | None = None) -> Path:
     return fetch_sdist("vllm-ascend", ascend_version(root))
 
 
+# Series shipped though no lane pins their tag: tag -> why it is kept.
+KEPT_TAGS = {
+    "v0.29.0": "the vLLM vllm-ascend main pins (vllm-ascend #16393)",
+    "v0.33.0": "the fork lane's previous pin, the newest release before 0.34",
+}
+
+
+def check_tag(tag: str, tree: Path, root: Path | None = None) -> None:
+    """``git apply --check`` of ``upstream_patch/<tag>/`` on ``tree``."""
+    patches = series_patches(tag, root)
+    result = git_apply(tree, patches, "--check")
+    if result.returncode != 0:
+        first = result.stderr.strip().splitlines()[0] if result.stderr else ""
+        raise SeriesError(
+            f"upstream_patch/{tag}/series does not apply to {tree} ({first}): "
+            f"re-sync it with `series.py resync --tag {tag}`, see CONTRIBUTING.md"
+        )
+    print(f"upstream_patch/{tag}: {len(patches)} patch(es) apply cleanly to {tree}")
+
+
 def check(lane: str, tree: Path | None = None, root: Path | None = None) -> None:
     tag = lane_tag(lane, root)
     patches = series_patches(tag, root, lane)
@@ -335,6 +355,45 @@ admission-cap check, which stays first, inline and unchanged: an override
 can end admission earlier but never admit past {cap_text}.
 The default returns False: every SchedulerOutput is unchanged.
 {scope}{coupling}
+Tests in tests/v1/core/test_scheduler.py, with gating subclasses passed to
+create_scheduler(), asserting on SchedulerOutputs only: {tests}.
+"""
+PAUSE_DOC = """Whether this step admits no request without KV blocks.
+
+Asked once per ``schedule()`` call, before the waiting loop; not asked on
+steps that {skipped}. While True, ``self.waiting`` and
+``self.async_kv_waiting`` are held (new or preempted requests, and new
+async KV loads); ``self.kv_holding_waiting`` still drains. The cap
+(``{cap}``) is checked apart, so an override cannot admit past it.
+Overrides must call ``super().{seam}()`` and be cheap and side-effect
+free (no collectives: ranks that skip the call would fall out of step).
+
+Returns:
+    True to hold the step; by default, whether the scheduler is paused
+    (``PauseState.PAUSED_NEW``)."""
+PAUSE_MESSAGE = """\
+Scheduler.schedule() gives a subclass no way to keep requests waiting
+for a step. vllm-ascend's balance scheduling (a data-parallel admission
+gate: once one DP rank's running set is full, no rank admits a waiting
+request in that step) carries a full copy of schedule() to add that one
+condition, and re-syncs the copy by hand on every vLLM release.
+
+The waiting loop already has that condition: PauseState.PAUSED_NEW. This
+moves its two `self._pause_state == PauseState.UNPAUSED` tests into
+Scheduler._should_stop_admitting_waiting(), asked once per schedule()
+call right before the loop (not on steps that {skipped}); the default is
+the test it replaces, so PAUSED_NEW is its in-tree user and every
+SchedulerOutput is unchanged. The admission cap, {cap_text}, is computed
+apart and stays as it is: an override can hold a step, never admit past
+the cap. Overrides call super().
+
+Scope, as under PAUSED_NEW: a held step admits nothing from self.waiting
+(requests without KV blocks, new or preempted) nor from
+self.async_kv_waiting (no new async KV load starts, not even past the
+running cap); self.kv_holding_waiting still drains: those requests hold
+KV blocks already, and holding them would keep the blocks allocated on
+the held rank while admitting no new work.
+{coupling}
 Tests in tests/v1/core/test_scheduler.py, with gating subclasses passed to
 create_scheduler(), asserting on SchedulerOutputs only: {tests}.
 """
@@ -383,7 +442,7 @@ class _AdmissionGate:
     closed = False
 
     def {seam}(self) -> bool:
-        return self.closed
+        return {gate_return}
 
 
 class GatedScheduler(_AdmissionGate, Scheduler):
@@ -538,6 +597,9 @@ class Shape(NamedTuple):
     coupled: bool  # schedule() records prefill_capacity_bound
     throttle_arg: bool  # schedule() takes throttle_prefills
     local_cadence: bool  # the release has the local prefill_schedule_interval
+    # The loop tests ``self._pause_state == PauseState.UNPAUSED`` (0.34 on):
+    # the hook's default is that test and replaces it (PAUSED_NEW its user).
+    pause_default: bool = False
 
     def skipped_text(self, rst: bool) -> str:
         quote = "``" if rst else ""
@@ -633,6 +695,149 @@ def _capacity_bound_update(schedule: ast.FunctionDef) -> ast.If | None:
     return None
 
 
+def _pause_tests(loop: ast.While) -> list[ast.Compare]:
+    """The ``self._pause_state == PauseState.UNPAUSED`` tests in ``loop``."""
+    return [
+        node
+        for node in ast.walk(loop)
+        if isinstance(node, ast.Compare)
+        and ast.unparse(node) == "self._pause_state == PauseState.UNPAUSED"
+    ]
+
+
+def _pause_loop(
+    schedule: ast.FunctionDef,
+) -> tuple[ast.While, ast.Assign, list[ast.Compare]] | None:
+    """The 0.34 WAITING loop: ``while True:`` whose cap is an assignment
+    (``loads_only = (<count> >= self.max_num_* or token_budget <= 0)``) and
+    which picks its queue under ``_pause_state == PauseState.UNPAUSED``
+    tests, or None."""
+    for loop in ast.walk(schedule):
+        if not isinstance(loop, ast.While):
+            continue
+        cap = next(
+            (
+                s
+                for s in loop.body
+                if isinstance(s, ast.Assign)
+                and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name)
+                and _is_cap_test(s.value)
+            ),
+            None,
+        )
+        tests = _pause_tests(loop)
+        if cap is not None and tests:
+            return loop, cap, tests
+    return None
+
+
+def _unknown_loop(schedule: ast.FunctionDef) -> str:
+    """The one-line error for a WAITING loop of a shape resync does not know."""
+    loops = [
+        f"`while {ast.unparse(n.test)}:` at line {n.lineno}"
+        for n in ast.walk(schedule)
+        if isinstance(n, ast.While)
+    ]
+    where = ", ".join(loops) or "no while loop"
+    return (
+        f"unknown WAITING-loop shape in Scheduler.schedule() of {SCHEDULER_REL} "
+        f"(loops: {where}): neither `if <count> >= self.max_num_*: break` nor "
+        f"`<flag> = (<count> >= self.max_num_* ...)` with "
+        f"`self._pause_state == PauseState.UNPAUSED` tests; re-sync by hand"
+    )
+
+
+def _patched_pause_loop(
+    source: str,
+    schedule: ast.FunctionDef,
+    loop: ast.While,
+    cap: ast.Assign,
+    tests: list[ast.Compare],
+) -> tuple[str, Shape]:
+    """The 0.34 shape: the loop's ``_pause_state == PauseState.UNPAUSED``
+    tests become ``not stop_admitting_waiting``, asked once before the loop;
+    the hook's default is the test it replaces (PAUSED_NEW its in-tree
+    user). ``kv_holding_waiting`` is still drained while it holds."""
+    update = _capacity_bound_update(schedule)
+    shape = Shape(
+        kv_queue="request_queue",
+        queues=["waiting", "async_kv_waiting"],
+        skipped=_waiting_loop_guards(schedule, loop),
+        cap=next(
+            node.attr
+            for node in ast.walk(cap.value)
+            if isinstance(node, ast.Attribute) and node.attr.startswith("max_num_")
+        ),
+        counts_streaming="num_waiting_for_streaming_input" in ast.unparse(loop),
+        coupled=update is not None,
+        throttle_arg="throttle_prefills"
+        in {a.arg for a in schedule.args.args + schedule.args.kwonlyargs},
+        local_cadence="self.local_prefill_interval" in ast.unparse(schedule),
+        pause_default=True,
+    )
+    lines = source.splitlines(keepends=True)
+    # Bottom up, so the line numbers above each change stay valid.
+    if update is not None:
+        lines.insert(
+            update.lineno - 1,
+            _comment(COUPLING_COMMENT.format(seam=SEAM), " " * update.col_offset),
+        )
+    for test in sorted(tests, key=lambda t: (t.lineno, t.col_offset), reverse=True):
+        if test.end_lineno != test.lineno or test.end_col_offset is None:
+            raise SeriesError(
+                f"a PauseState test spans lines in {SCHEDULER_REL} "
+                f"(line {test.lineno}): re-sync by hand"
+            )
+        row = lines[test.lineno - 1]
+        text = row.encode()
+        lines[test.lineno - 1] = (
+            text[: test.col_offset]
+            + f"not {FLAG}".encode()
+            + text[test.end_col_offset :]
+        ).decode()
+    start = _comment_start(lines, loop.lineno)
+    lines.insert(start, f"{' ' * loop.col_offset}{FLAG} = self.{SEAM}()\n")
+    lines.insert(
+        _comment_start(lines, schedule.lineno),
+        _pause_docstring(shape, " " * schedule.col_offset),
+    )
+    return "".join(lines), shape
+
+
+def _pause_docstring(shape: Shape, indent: str) -> str:
+    """The 0.34 hook: a Google-style docstring (paragraphs wrapped to 80
+    columns, the ``Returns:`` block indented under its heading), default =
+    the pause test."""
+    facts = {"skipped": shape.skipped_text(rst=True), "cap": shape.cap, "seam": SEAM}
+    body = indent + "    "
+    out = [f"{indent}def {SEAM}(self) -> bool:\n"]
+    paragraphs = PAUSE_DOC.format(**facts).split("\n\n")
+    for number, paragraph in enumerate(paragraphs):
+        lead = '"""' if number == 0 else ""
+        first, _, rest = paragraph.partition("\n")
+        if first.endswith(":") and rest:  # a section: heading, indented text
+            out.append(f"{body}{first}\n")
+            out.append(_fill(" ".join(rest.split()), body + "    ") + "\n")
+        else:
+            out.append(_fill(lead + " ".join(paragraph.split()), body) + "\n")
+        if number < len(paragraphs) - 1:
+            out.append("\n")
+    out.append(f'{body}"""\n{body}return self._pause_state != PauseState.UNPAUSED\n\n')
+    return "".join(out)
+
+
+def _fill(text: str, indent: str) -> str:
+    return textwrap.fill(
+        text,
+        width=80,
+        initial_indent=indent,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
 def patched_scheduler(source: str) -> tuple[str, Shape]:
     """``scheduler.py`` with the hook: (patched text, what the release's
     loop looks like). Found by AST, so it fits any release whose WAITING
@@ -648,10 +853,10 @@ def patched_scheduler(source: str) -> tuple[str, Shape]:
         if cap is not None:
             break
     else:
-        raise SeriesError(
-            f"no `if <count> >= self.max_num_*: break` in a loop of "
-            f"Scheduler.schedule() in {SCHEDULER_REL}: re-sync by hand"
-        )
+        paused = _pause_loop(schedule)
+        if paused is not None:
+            return _patched_pause_loop(source, schedule, *paused)
+        raise SeriesError(_unknown_loop(schedule))
     before_cap = loop.body[: loop.body.index(cap)]
     # Where the release drains a queue of requests that already hold KV
     # blocks, the loop picks it as `<queue> = self.kv_holding_waiting`; the
@@ -744,6 +949,14 @@ def commit_message(shape: Shape) -> str:
     if shape.kv_queue:
         tests.append("a KV-holding request is admitted while the gate is closed")
     listed = "; ".join(tests)
+    if shape.pause_default:
+        body = PAUSE_MESSAGE.format(
+            skipped=shape.skipped_text(rst=False),
+            cap_text=shape.cap_text(rst=False),
+            coupling=COUPLING.format(throttles=throttles) if shape.coupled else "",
+            tests=listed,
+        )
+        return SUBJECT + "\n\n" + textwrap_paragraphs(body)
     body = MESSAGE.format(
         skipped=shape.skipped_text(rst=False),
         cap_text=shape.cap_text(rst=False),
@@ -820,8 +1033,10 @@ def patched_test(source: str, utils_source: str, shape: Shape | None = None) -> 
     if not with_cls:
         test_params = f"\n    {test_params}, monkeypatch: pytest.MonkeyPatch\n"
     throttled = shape is not None and shape.coupled and shape.throttle_arg
+    pause = shape is not None and shape.pause_default
     text += TEST_BODY.format(
         seam=SEAM,
+        gate_return=f"self.closed or super().{SEAM}()" if pause else "self.closed",
         make=MAKE_WITH_CLS if with_cls else MAKE_SWAP,
         params=test_params,
         doc_coupling=DOC_COUPLING if throttled else "",

@@ -90,6 +90,11 @@ TOP = "additional_config"
 SETTING = f"{NESTED}.{SWITCH}"
 LEGACY_SETTING = f"{TOP}.{SWITCH}"
 ENV_SETTING = "VLLM_ASCEND_BALANCE_SCHEDULING"
+#: Which vllm-ascend versions read :data:`ENV_SETTING` (deprecated there):
+#: every release up to 0.23.0.post1 and its main branch (read 2026-12-02).
+#: vllm-ascend #14706, open, removes it; this package keeps reading it as
+#: long as a vllm-ascend it supports does, and follows #14706 once it lands.
+ENV_READ_BY = "vllm-ascend <= 0.23.0.post1 and main (until vllm-ascend #14706 lands)"
 _ENV_VALUES = {"1": True, "true": True, "0": False, "false": False}
 #: This package's own ``additional_config`` key: the setting as the
 #: front-end read it, carried to the engine processes.

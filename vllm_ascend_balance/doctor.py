@@ -24,7 +24,7 @@ import textwrap
 from types import SimpleNamespace
 from typing import Any
 
-from vllm_ascend_balance.config import ENABLE_EXAMPLE
+from vllm_ascend_balance.config import ENABLE_EXAMPLE, ENV_READ_BY, ENV_SETTING
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_TARGET = "vllm_ascend_balance.activation:register"
@@ -50,6 +50,7 @@ EPILOG = textwrap.dedent(
                            --additional-config (nested scheduler_config key,
                            then the legacy top-level key), then the
                            environment variable VLLM_ASCEND_BALANCE_SCHEDULING
+      env switch           which vllm-ascend versions read that variable
       gate that will run   this package's, or none (and why)
       vllm-ascend          where installed: handed balance off through its
                            own switches, so its copied gate stays inactive
@@ -334,6 +335,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict:               cannot work: {exc}")
         return 1
     print(f"setting:               {plan.requested} (from {plan.source})")
+    print(f"env switch:            {ENV_SETTING} read, as {ENV_READ_BY} read it")
     print(f"gate that will run:    {_gate_line(plan)}")
     if plan.vllm_ascend is not None:
         what = (

@@ -28,7 +28,8 @@ the totals at its first frozen gather (its *mark*). At each gather it
    without a mark: never held, or it reached ``running`` by a path that
    skips ``waiting``);
 3. if this gather froze the gate: marks every request in ``waiting`` (and
-   a ``skipped_waiting`` queue where the release keeps one) that has no
+   ``skipped_waiting`` / ``async_kv_waiting`` where the release keeps
+   them) that has no
    mark yet, with the totals before this decision, and counts the
    decision. A request that arrives during a frozen step is counted from
    the next frozen gather on, so held seconds never exceed the
@@ -59,8 +60,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-#: Queues whose requests the gate holds (the first is every release's).
-HELD_QUEUES = ("waiting", "skipped_waiting")
+#: Queues of requests without KV blocks that a frozen step holds, where the
+#: release has them: ``waiting`` (every release), ``skipped_waiting``
+#: (0.27-0.33), ``async_kv_waiting`` (0.34 on: requests that would start an
+#: async KV load, with ``--max-num-inflight-kv-loads``; the seam holds it as
+#: ``PauseState.PAUSED_NEW`` does). The gate's payload reads the same list.
+HELD_QUEUES = ("waiting", "skipped_waiting", "async_kv_waiting")
 #: Queues where a request keeps its entry but the gate does not hold it.
 KEPT_QUEUES = ("kv_holding_waiting",)
 

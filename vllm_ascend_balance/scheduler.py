@@ -21,6 +21,7 @@ import torch
 
 from vllm_ascend_balance.collectives import EXCHANGES
 from vllm_ascend_balance.config import DEFAULT_COLLECTIVE, DEFAULT_POLICY
+from vllm_ascend_balance.held_wait import HELD_QUEUES
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.policies import (
     DEFAULT_ALIGN_MIN_LOAD,
@@ -37,6 +38,12 @@ if TYPE_CHECKING:
 logger = init_logger(__name__)
 
 SEAM = "_should_stop_admitting_waiting"
+
+
+def has_held_waiting(scheduler: Any) -> bool:
+    """Whether any queue the gate holds (:data:`HELD_QUEUES`) is non-empty:
+    the waiting count every rule of this package reads."""
+    return any(getattr(scheduler, name, None) for name in HELD_QUEUES)
 
 
 def admission_cap(scheduler: Any) -> int:
@@ -182,12 +189,14 @@ class BalanceSchedulerMixin:
     def admission_payload(self) -> tuple[int, tuple[int, ...]]:
         """What this rank contributes to the gather: ``len(running)`` and
         the policy's flags (:meth:`~vllm_ascend_balance.policies.GatePolicy.flags`;
-        none for the contract)."""
+        none for the contract), where "waiting" means a queue the gate holds
+        (:data:`HELD_QUEUES`: ``waiting``, and ``skipped_waiting`` /
+        ``async_kv_waiting`` where the release has them) is non-empty."""
         running = len(self.running)  # type: ignore[attr-defined]
         rule = self._balance_policy()
         if not rule.sends_flags:
             return running, ()
-        waiting = bool(self.waiting)  # type: ignore[attr-defined]
+        waiting = has_held_waiting(self)
         return running, rule.flags(running, waiting, admission_cap(self))
 
     def _balance_policy(self) -> GatePolicy:

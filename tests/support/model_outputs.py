@@ -17,6 +17,8 @@ from typing import Any
 
 from vllm.v1.outputs import ModelRunnerOutput
 
+from vllm_ascend_balance.replay.model.outputs import model_runner_output
+
 
 def fake_model_output(scheduler: Any, output: Any, step: int = 0) -> ModelRunnerOutput:
     """The model output for ``output``, scheduled by ``scheduler`` at step
@@ -28,8 +30,4 @@ def fake_model_output(scheduler: Any, output: Any, step: int = 0) -> ModelRunner
         else [100 + (step * 31 + i) % 500]
         for i, rid in enumerate(req_ids)
     ]
-    return ModelRunnerOutput(
-        req_ids=req_ids,
-        req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-        sampled_token_ids=sampled,
-    )
+    return model_runner_output(req_ids, sampled)

@@ -205,3 +205,120 @@ def inline_cap_mutant_source(source: str) -> str:
     (op,) = [op for op in (" >= ", " == ") if lines[row].count(op) == 1]
     lines[row] = lines[row].replace(op, " > ")
     return "".join(lines)
+
+
+# --------------------------------------------------------------------------
+# 0.34 on: the seam replaces the loop's ``PauseState.UNPAUSED`` tests
+# --------------------------------------------------------------------------
+
+PAUSE_TEST = "self._pause_state == PauseState.UNPAUSED"
+FLAG_TEST = "not stop_admitting_waiting"
+PAUSE_DEFAULT = "return self._pause_state != PauseState.UNPAUSED"
+
+
+@dataclass
+class PauseLoop:
+    """The 0.34 WAITING loop (``while True:``): ``cap`` is the assignment
+    that compares with ``self.max_num_*`` (``loads_only = ...``); ``pause``
+    the release's ``_pause_state == PauseState.UNPAUSED`` tests in it;
+    ``flag`` the series' ``not stop_admitting_waiting`` tests that replace
+    them; ``seam_ask`` the once-per-call ask right before the loop."""
+
+    loop: ast.While
+    cap_assign: ast.Assign
+    pause: list[ast.Compare]
+    flag: list[ast.UnaryOp]
+    seam_ask: ast.Assign | None
+
+    @property
+    def cap(self) -> str:
+        (cap,) = cap_attributes(self.cap_assign.value)
+        return cap
+
+
+def pause_loop(source: str) -> PauseLoop | None:
+    """The 0.34-shaped WAITING loop of ``source``, or None (older shape)."""
+    schedule = method(ast.parse(source), "Scheduler", "schedule")
+    for loop in ast.walk(schedule):
+        if not isinstance(loop, ast.While):
+            continue
+        cap = next(
+            (
+                s
+                for s in loop.body
+                if isinstance(s, ast.Assign) and cap_attributes(s.value)
+            ),
+            None,
+        )
+        pause = [
+            n
+            for n in ast.walk(loop)
+            if isinstance(n, ast.Compare) and ast.unparse(n) == PAUSE_TEST
+        ]
+        flag = [
+            n
+            for n in ast.walk(loop)
+            if isinstance(n, ast.UnaryOp) and ast.unparse(n) == FLAG_TEST
+        ]
+        if cap is None or not (pause or flag):
+            continue
+        ask = None
+        for node in ast.walk(schedule):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and loop in body:
+                flag_name = _seam_flag(body, loop)
+                ask = body[body.index(loop) - 1] if flag_name else None
+        assert ask is None or isinstance(ask, ast.Assign)
+        return PauseLoop(loop, cap, pause, flag, ask)
+    return None
+
+
+def release_cap(source: str) -> str:
+    """The attribute the WAITING loop's cap compares with, either shape."""
+    found = pause_loop(source)
+    return found.cap if found is not None else stop_condition(source).cap
+
+
+def all_queues_source(source: str) -> str:
+    """The patched file whose held step also holds ``kv_holding_waiting``
+    (the scope the series decided against): the older shape drops the
+    ``and <queue> is self.waiting`` half of its honour check; the 0.34
+    shape breaks out of the loop at its top while the seam holds."""
+    honour = "stop_admitting_waiting and request_queue is self.waiting"
+    found = pause_loop(source)
+    if found is None:
+        assert source.count(honour) == 1, "the installed series changed"
+        return source.replace(honour, "stop_admitting_waiting")
+    assert found.seam_ask is not None and len(found.flag) == 2, "series changed"
+    lines = source.splitlines(keepends=True)
+    first = found.loop.body[0]
+    indent = " " * first.col_offset
+    lines.insert(
+        first.lineno - 1, f"{indent}if stop_admitting_waiting:\n{indent}    break\n"
+    )
+    return "".join(lines)
+
+
+def pause_default_false_source(source: str) -> str:
+    """The patched 0.34 file whose seam default returns False instead of the
+    pause test: ``PauseState.PAUSED_NEW`` stops holding (not a refactor)."""
+    assert source.count(PAUSE_DEFAULT) == 1, "the installed series changed"
+    return source.replace(PAUSE_DEFAULT, "return False")
+
+
+def pause_cap_mutant_source(source: str) -> str:
+    """The patched 0.34 file with the cap assignment's ``>=`` turned into
+    ``>``: one more admission past the cap."""
+    found = pause_loop(source)
+    assert found is not None
+    lines = source.splitlines(keepends=True)
+    assign = found.cap_assign
+    assert assign.end_lineno is not None
+    rows = [
+        row
+        for row in range(assign.lineno - 1, assign.end_lineno)
+        if " >= self.max_num_" in lines[row]
+    ]
+    (row,) = rows
+    lines[row] = lines[row].replace(" >= self.max_num_", " > self.max_num_", 1)
+    return "".join(lines)

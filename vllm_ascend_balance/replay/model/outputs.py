@@ -26,6 +26,22 @@ from vllm.v1.outputs import ModelRunnerOutput
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.records import RankRequest
 
+# vLLM 0.34 dropped ModelRunnerOutput.req_id_to_index (the index is the
+# position in req_ids); older releases require it.
+_HAS_INDEX = "req_id_to_index" in getattr(ModelRunnerOutput, "__dataclass_fields__", {})
+
+
+def model_runner_output(
+    req_ids: list[str], sampled: list[list[int]]
+) -> ModelRunnerOutput:
+    """A ``ModelRunnerOutput`` of ``sampled`` token ids per request (same
+    order as ``req_ids``), in the installed release's fields."""
+    extra: dict[str, Any] = {}
+    if _HAS_INDEX:
+        extra["req_id_to_index"] = {rid: i for i, rid in enumerate(req_ids)}
+    return ModelRunnerOutput(req_ids=req_ids, sampled_token_ids=sampled, **extra)
+
+
 logger = init_logger(__name__)
 
 #: The token every request "generates" (any id below the vocabulary size
@@ -119,12 +135,7 @@ class OutputModel:
                 and progress.sampled >= progress.max_tokens
             ):
                 done.append(self._record(req_id, self._requests.pop(req_id), step))
-        output = ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-            sampled_token_ids=sampled,
-        )
-        return batch, output, done
+        return batch, model_runner_output(req_ids, sampled), done
 
     def unfinished(self) -> list[RankRequest]:
         """Records of the requests still in progress (at shutdown)."""

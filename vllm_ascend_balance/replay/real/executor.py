@@ -46,6 +46,7 @@ from vllm_ascend_balance.replay.model.outputs import (
     SAMPLED_TOKEN_ID,
     Batch,
     OutputModel,
+    model_runner_output,
 )
 from vllm_ascend_balance.replay.real.lockstep import LockStep
 from vllm_ascend_balance.replay.real.modeled_clock import (
@@ -195,7 +196,7 @@ class CostModelExecutor(Executor):
 
     def sample_tokens(self, grammar_output: Any, non_block: bool = False) -> Any:
         """Phase 2: the tokens prepared by :meth:`execute_model`."""
-        output = self._pending or ModelRunnerOutput(req_ids=[], req_id_to_index={})
+        output = self._pending or model_runner_output([], [])
         self._pending = None
         return _done(output) if non_block else output
 
