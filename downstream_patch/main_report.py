@@ -52,6 +52,12 @@ def gate_ok(key: str, status: str) -> bool:
     return status in ("absent", "skipped")
 
 
+def _counts(counts: dict[str, int]) -> str:
+    # Deselected tests (the -k filter) are not outcomes.
+    shown = [f"{n} {k}" for k, n in sorted(counts.items()) if k != "deselected"]
+    return ", ".join(shown) or "-"
+
+
 def table(runs: dict[str, list[dict[str, Any]]]) -> str:
     """The rows as a Markdown table: tree@ref, whether that vLLM has the
     seam, each run's pytest counts, the gate test's status."""
@@ -62,11 +68,9 @@ def table(runs: dict[str, list[dict[str, Any]]]) -> str:
         cells = [key, str(results[0]["seam"])]
         for run in results[:-1]:
             counts = run["counts"]
-            cells.append(
-                ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "-"
-            )
+            cells.append(_counts(counts))
         gate = results[-1]
-        detail = ", ".join(f"{n} {k}" for k, n in sorted(gate["counts"].items()))
+        detail = _counts(gate["counts"])
         status = gate_status(gate)
         cells.append(f"{status} ({detail})" if detail else status)
         lines.append("| " + " | ".join(cells) + " |")
