@@ -6,8 +6,9 @@ balance scheduling on vLLM with and without the admission seam.
     VAB_VLLM_ASCEND_SRC=<checkout> python downstream_patch/apply_main.py [--keep]
 
 1. The checkout is cloned into a scratch directory (never modified; its HEAD
-   should be ``.github/vllm-ascend-main.commit``), then ``git am`` of patch 1
-   (tree ``patch1``) and of patches 1 and 2 (tree ``patch2``).
+   should be ``.github/vllm-ascend-main.commit``): as it is (tree ``main``),
+   with ``git am`` of patch 1 (tree ``patch1``) and of patches 1 and 2 (tree
+   ``patch2``).
 2. The installed vLLM (this Python's, the release lane: vLLM 0.27.1 with
    ``upstream_patch/v0.27.1/`` applied) is the *seam* ref. The *stock* ref is
    a copy of its ``vllm/`` package and distribution metadata under
@@ -15,16 +16,20 @@ balance scheduling on vLLM with and without the admission seam.
    (``upstream_patch/series.py revert --site``), put first on ``PYTHONPATH``;
    the installed venv is not touched. (If the installed vLLM is stock, the
    roles swap: the copy gets the series applied.)
-3. vllm-ascend's tests (:data:`TEST_RUNS`) run with ``PYTHONPATH`` at the
-   patched tree and ``-p ut_stubs``; its ``tests/ut/conftest.py`` stubs the
-   NPU modules as in its CI. Runs: patch 1 on stock (copy path) and on seam
-   (seam path), patch 2 on seam; ``--baseline`` adds the unpatched checkout
-   on both refs.
-4. Patch 2's ``patch_balance_schedule.py``: under 100 lines, no
-   ``def schedule(``.
+3. vllm-ascend's tests (:data:`TEST_RUNS`, and the series' end-to-end gate
+   test :data:`GATE_TEST` as a run of its own) run with ``PYTHONPATH`` at the
+   tree and ``-p ut_stubs``; its ``tests/ut/conftest.py`` stubs the NPU
+   modules as in its CI. Every tree on both refs (six rows): main and patch 1
+   balance through the copy on stock and through the seam (patch 1) on seam;
+   patch 2 balances on seam only (stock: refused at config time).
+4. Patch 2's ``patch_balance_schedule.py``: under 100 lines of code
+   (docstrings and comments apart), no ``def schedule(``.
 
-The last line of stdout is a JSON summary; exit status 0 only if every run
-passed (no failures or errors, at least one test passed) and the checks held.
+A table of the rows goes to stdout, then the JSON summary as the last line;
+exit status 0 only if no run of any row failed or errored, every run but
+the gate test passed at least one test, the gate test ran (passed, nothing
+skipped) on every row where balance can run (:data:`main_report.GATE_ROWS`) and skipped
+on the others where it exists, and the checks held.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from main_report import gate_ok, gate_status, passed, table
 from tree_tools import (
     HERE,
     check_file,
@@ -62,6 +68,15 @@ TEST_RUNS: list[list[str]] = [
         "tests/ut/core/test_profiling_chunk.py",
     ],
     ["tests/ut/test_platform.py", "-k", "balance"],
+]
+GATE_TEST = "tests/ut/patch/platform/test_balance_scheduler_gate.py"
+ROWS = [
+    ("main", "stock"),
+    ("main", "seam"),
+    ("patch1", "stock"),
+    ("patch1", "seam"),
+    ("patch2", "stock"),
+    ("patch2", "seam"),
 ]
 
 
@@ -188,13 +203,20 @@ def probe(overlay: Path | None) -> tuple[str, bool]:
 
 
 def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
+    """One result per :data:`TEST_RUNS` entry, then the gate test's (its
+    ``returncode`` None where the tree has no such file)."""
     paths = [str(tree), str(HERE)]
     if overlay is not None:
         paths.insert(0, str(overlay))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     vllm_file, seam = probe(overlay)
     results = []
-    for args in TEST_RUNS:
+    for args in [*TEST_RUNS, [GATE_TEST, "-rs"]]:
+        if not (tree / args[0]).is_file():
+            results.append(
+                {"args": args, "returncode": None, "summary": "absent", "counts": {}}
+            )
+            continue
         proc, tail = run_pytest(tree, args, env)
         counts = {kind.rstrip("s"): int(n) for n, kind in _COUNT.findall(tail)}
         results.append(
@@ -210,22 +232,9 @@ def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
     return results
 
 
-def passed(runs: list[dict[str, Any]]) -> bool:
-    return all(
-        run["returncode"] == 0
-        and run["counts"].get("passed", 0) > 0
-        and not run["counts"].get("failed")
-        and not run["counts"].get("error")
-        for run in runs
-    )
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the scratch trees")
-    parser.add_argument(
-        "--baseline", action="store_true", help="also run the unpatched checkout"
-    )
     args = parser.parse_args()
     src = source()
     pinned = "".join(PIN_FILE.read_text().split())
@@ -239,23 +248,23 @@ def main() -> int:
     patches = series()
     with scratch_dir("vab-downstream-main-", keep=args.keep) as scratch:
         trees = {}
-        plan = [("patch1", patches[:1]), ("patch2", patches[:2])]
-        if args.baseline:
-            plan.insert(0, ("main", []))
-        for name, applied in plan:
+        for name, applied in [
+            ("main", []),
+            ("patch1", patches[:1]),
+            ("patch2", patches[:2]),
+        ]:
             trees[name] = scratch / name
             make_tree(src, trees[name], applied)
         runs: dict[str, list[dict[str, Any]]] = {}
-        matrix = [("patch1", "stock"), ("patch1", "seam"), ("patch2", "seam")]
-        if args.baseline:
-            matrix = [("main", "stock"), ("main", "seam"), *matrix]
-        for tree, ref in matrix:
+        for tree, ref in ROWS:
             runs[f"{tree}@{ref}"] = run_tests(trees[tree], refs[ref])
         refs_ok = all(
             run["seam"] is (key.endswith("@seam"))
             for key, results in runs.items()
             for run in results
+            if "seam" in run
         )
+        gates = {key: gate_status(results[-1]) for key, results in runs.items()}
         file = check_file(trees["patch2"])
         summary: dict[str, Any] = {
             "source": str(src),
@@ -266,14 +275,19 @@ def main() -> int:
             "patches": [p.name for p in patches],
             "runs": runs,
             "refs_ok": refs_ok,
+            "gate": gates,
+            "gate_ok": all(gate_ok(key, status) for key, status in gates.items()),
             "patch2_file": file,
         }
-        required = [k for k in runs if not k.startswith("main@")]
         summary["ok"] = bool(
-            refs_ok and all(passed(runs[k]) for k in required) and file_ok(file)
+            refs_ok
+            and all(passed(results) for results in runs.values())
+            and summary["gate_ok"]
+            and file_ok(file)
         )
         if args.keep:
             summary["scratch"] = str(scratch)
+        print(table(runs))
         return report(summary)
 
 
