@@ -57,7 +57,9 @@ class Gate:
     closed = False
 
     def _should_stop_admitting_waiting(self) -> bool:
-        return self.closed
+        # super(): from vLLM 0.34 the seam's default is the PAUSED_NEW test,
+        # which an override must keep (the seam's docstring says so).
+        return self.closed or super()._should_stop_admitting_waiting()  # type: ignore[misc]
 
 
 class GatedScheduler(Gate, Scheduler):

@@ -223,7 +223,7 @@ def normalize(output: Any) -> dict[str, Any]:
                 strict=True,
             )
         ],
-        "resumed": sorted(cached.resumed_req_ids),
+        "resumed": sorted(getattr(cached, "resumed_req_ids", ()) or ()),
         "num_scheduled_tokens": dict(output.num_scheduled_tokens),
         "total": output.total_num_scheduled_tokens,
         "preempted": sorted(output.preempted_req_ids or ()),
