@@ -34,6 +34,7 @@ import queue
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -236,6 +237,19 @@ def test_demo_refuses_a_bad_dp_in_one_line() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "vllm-ascend-balance demo: --dp must be >= 1, got 0"
+
+
+def test_a_port_in_use_is_refused_before_anything_starts() -> None:
+    """A busy port would let another server's ``/health`` pass for the
+    demo's own. Negative control: the same port, once released, passes."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind((demo.HOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(demo.DemoError, match=f"port {port} .* is in use") as e:
+            demo.start_server(["true"], port, [])
+        assert "\n" not in str(e.value) and "--port 0" in str(e.value)
+    demo.check_port_free(port)
 
 
 # --------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -276,7 +277,12 @@ def start_server(
     cwd: Path | None = None,
 ) -> DemoServer:
     """Start ``command`` in its own session (one process group: API server,
-    coordinator, engines), output to ``log`` (None: inherited)."""
+    coordinator, engines), output to ``log`` (None: inherited).
+
+    Raises:
+        DemoError: ``port`` is taken (:func:`check_port_free`).
+    """
+    check_port_free(port)
     out = log.open("wb") if log is not None else None
     try:
         proc = subprocess.Popen(
@@ -291,6 +297,27 @@ def start_server(
         if out is not None:
             out.close()
     return DemoServer(proc, port, list(args), log)
+
+
+def check_port_free(port: int) -> None:
+    """Refuse a port something already listens on: its ``/health`` would
+    answer for another server, and the demo would call that one ready.
+
+    Raises:
+        DemoError: one line naming the port and the fix.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As uvicorn binds: a port left in TIME_WAIT by a stopped server is
+        # free to it, a listening one is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((HOST, port))
+        except OSError as exc:
+            raise DemoError(
+                f"port {port} on {HOST} is in use ({exc.strerror}): stop what "
+                f"listens there, or choose another port with --port "
+                f"(--port 0: a free one)"
+            ) from None
 
 
 def wait_healthy(server: DemoServer, limit_s: float = STARTUP_LIMIT_S) -> None:
