@@ -360,17 +360,14 @@ create_scheduler(), asserting on SchedulerOutputs only: {tests}.
 """
 PAUSE_DOC = """Whether this step admits no request without KV blocks.
 
-Asked once per ``schedule()`` call, before the waiting loop; not asked on
-steps that {skipped}. While True, ``self.waiting`` and
-``self.async_kv_waiting`` are held (new or preempted requests, and new
-async KV loads); ``self.kv_holding_waiting`` still drains. The cap
-(``{cap}``) is checked apart, so an override cannot admit past it.
-Overrides must call ``super().{seam}()`` and be cheap and side-effect
-free (no collectives: ranks that skip the call would fall out of step).
+Asked once per ``schedule()`` call, before the waiting loop; not on steps
+that {skipped}. True holds ``self.waiting`` and ``self.async_kv_waiting``;
+``self.kv_holding_waiting`` still drains and ``{cap}`` still caps
+admission. Overrides must call ``super()``, be cheap and run no
+collectives (some steps skip the call).
 
 Returns:
-    True to hold the step; by default, whether the scheduler is paused
-    (``PauseState.PAUSED_NEW``)."""
+    True to hold this step; by default, whether ``PAUSED_NEW`` is set."""
 PAUSE_MESSAGE = """\
 Scheduler.schedule() gives a subclass no way to keep requests waiting
 for a step. vllm-ascend's balance scheduling (a data-parallel admission
@@ -413,23 +410,18 @@ so it is recorded as prefill_capacity_bound and the next throttled step
 ({throttles}) admits: a held rank catches up. Kept on
 purpose; a comment says so where the flag is set.
 """
-# The docstring an override author reads: which queues, when it is asked,
-# which cap wins, what an override must not do (paragraphs, wrapped to the
-# method's indentation by _docstring()).
-DOC_PARAGRAPHS = [
-    "Return True to admit no request from {queues} for the rest of this "
-    "``schedule()`` call.{exempt}",
-    "Asked at most once per call, right before the waiting loop; not asked on "
-    "steps that {skipped}. The admission cap ({cap_doc}) is checked first, so "
-    "an override can stop admission early but never admit past it. Must be "
-    "cheap and side-effect free (no collectives: ranks that skip the call "
-    "would fall out of step).",
-    "Experimental and private: may change or be removed without notice.",
-]
-EXEMPT_KV = (
-    " Requests in ``self.kv_holding_waiting`` (already holding KV blocks) are "
-    "still admitted."
-)
+# The docstring an override author reads (releases before 0.34): which
+# queues, when it is asked, which cap wins, what an override must not do.
+HOOK_DOC = """Whether this ``schedule()`` call admits no more waiting requests.
+
+Asked at most once per call, before the waiting loop; not on steps that
+{skipped}. True holds {queues}{exempt}. The cap ({cap_doc}) is
+checked first, so an override cannot admit past it. Must be cheap and run
+no collectives (some steps skip the call). Experimental and private.
+
+Returns:
+    True to hold the rest of this call's admissions (default: False)."""
+EXEMPT_KV = "; ``self.kv_holding_waiting`` still drains"
 COUPLING_COMMENT = (
     "A step that {seam}() held counts as capacity-bound too (its requests are "
     "left waiting): the next throttled step admits."
@@ -453,23 +445,17 @@ class GatedAsyncScheduler(_AdmissionGate, AsyncScheduler):
     pass
 
 
-@pytest.mark.parametrize("async_scheduling", [False, True])
-def test_should_stop_admitting_waiting_override({params}):
-    """While _should_stop_admitting_waiting() returns True, running requests
-    are scheduled and no waiting request is admitted; once it returns False,
-    admission resumes up to max_num_seqs, never past it.{doc_coupling}"""
-    gated = GatedAsyncScheduler if async_scheduling else GatedScheduler
-{make}
+def _run_two_then_hold(scheduler: Scheduler) -> tuple[list[Request], set[str]]:
+    """Runs two of five requests, then holds one step with three waiting:
+    the running requests are scheduled, no waiting one is admitted."""
     requests = create_requests(num_requests=5)
     running = {{req.request_id for req in requests[:2]}}
-
     for request in requests[:2]:
         scheduler.add_request(request)
     output = scheduler.schedule()
     assert {{req.req_id for req in output.scheduled_new_reqs}} == running
     scheduler.update_from_output(output, make_output(scheduler))
 
-    # Closed: the running requests are scheduled, no waiting one is admitted.
     scheduler.closed = True
     for request in requests[2:]:
         scheduler.add_request(request)
@@ -477,22 +463,64 @@ def test_should_stop_admitting_waiting_override({params}):
     assert output.scheduled_new_reqs == []
     assert set(output.num_scheduled_tokens) == running
     scheduler.update_from_output(output, make_output(scheduler))
+    scheduler.closed = False
+    return requests, running
 
-{open_comment}    scheduler.closed = False
-    output = scheduler.schedule({open_args})
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_should_stop_admitting_waiting_override({params}):
+    """While _should_stop_admitting_waiting() returns True, running requests
+    are scheduled and no waiting request is admitted; once it returns False,
+    admission resumes up to max_num_seqs, never past it."""
+    gated = GatedAsyncScheduler if async_scheduling else GatedScheduler
+{make}
+    requests, running = _run_two_then_hold(scheduler)
+
+    output = scheduler.schedule()
     admitted = [req.req_id for req in output.scheduled_new_reqs]
     assert admitted == [requests[2].request_id]
     assert set(output.num_scheduled_tokens) == running | {{requests[2].request_id}}
 '''
-OPEN_PLAIN = "    # Open: admission resumes, up to max_num_seqs running requests.\n"
-OPEN_THROTTLED = (
-    "    # Open, on a throttled step: the held step was recorded as\n"
-    "    # prefill_capacity_bound, so the throttle does not defer; admission\n"
-    "    # resumes, up to max_num_seqs running requests.\n"
-)
-DOC_COUPLING = (
-    "\n    The held step counts as capacity-bound: the next throttled step admits."
-)
+# Where schedule() records prefill_capacity_bound and takes throttle_prefills
+# (#44558): the coupling, as its own test, so a change to it fails by name.
+TEST_HELD_BODY = '''
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_should_stop_admitting_waiting_held_step_is_capacity_bound({params}):
+    """A held step leaves requests waiting, so it counts as
+    prefill_capacity_bound: the next throttled step admits (a held rank
+    catches up) instead of deferring its prefills."""
+    gated = GatedAsyncScheduler if async_scheduling else GatedScheduler
+{make}
+    requests, running = _run_two_then_hold(scheduler)
+
+    output = scheduler.schedule(throttle_prefills=True)
+    admitted = [req.req_id for req in output.scheduled_new_reqs]
+    assert admitted == [requests[2].request_id]
+    assert set(output.num_scheduled_tokens) == running | {{requests[2].request_id}}
+'''
+TEST_COUNT_BODY = '''
+
+class CountingScheduler(Scheduler):
+    """Counts the _should_stop_admitting_waiting() calls."""
+
+    calls = 0
+
+    def {seam}(self) -> bool:
+        self.calls += 1
+        return super().{seam}()
+
+
+def test_should_stop_admitting_waiting_asked_once_per_schedule({count_params}):
+    """The hook is asked once per schedule() call, not per admission: an
+    override may be costly, and one that syncs ranks relies on it."""
+{count_make}
+    for request in create_requests(num_requests=5):
+        scheduler.add_request(request)
+    output = scheduler.schedule()
+    assert len(output.scheduled_new_reqs) == 3  # three admissions, one call
+    assert scheduler.calls == 1
+'''
 TEST_KV_BODY = '''
 
 def test_should_stop_admitting_waiting_admits_kv_holding_requests({kv_params}):
@@ -541,6 +569,12 @@ KV_MAKE_SWAP = """\
         use_kv_connector=mock_kv(matched_tokens=2 * block_size, is_async=True),
         block_size=block_size,
     )"""
+COUNT_MAKE_WITH_CLS = """\
+    scheduler = create_scheduler(max_num_seqs=3, scheduler_cls=CountingScheduler)"""
+COUNT_MAKE_SWAP = """\
+    monkeypatch.setitem(create_scheduler.__globals__, "Scheduler", CountingScheduler)
+    scheduler = create_scheduler(max_num_seqs=3)"""
+PAUSE_DEFAULT = "self._pause_state != PauseState.UNPAUSED"
 ASYNC_IMPORT = "from vllm.v1.core.sched.async_scheduler import AsyncScheduler\n"
 
 
@@ -620,27 +654,6 @@ class Shape(NamedTuple):
         if rst:
             return f"``{self.cap}``, counting paused streaming sessions"
         return f"{self.cap} (running requests plus paused streaming sessions)"
-
-
-def _docstring(seam: str, paragraphs: list[str], indent: str) -> str:
-    """The hook's ``def`` with its docstring, wrapped to vLLM's 88 columns."""
-    width = 80
-    text = [f"{indent}def {seam}(self) -> bool:\n"]
-    body = indent + "    "
-    for number, paragraph in enumerate(paragraphs):
-        lead = '"""' if number == 0 else ""
-        wrapped = textwrap.fill(
-            lead + paragraph,
-            width=width,
-            initial_indent=body,
-            subsequent_indent=body,
-            break_on_hyphens=False,
-            break_long_words=False,
-        )
-        text.append(wrapped + "\n")
-        text.append("\n" if number < len(paragraphs) - 1 else "")
-    text.append(f'{body}"""\n{body}return False\n\n')
-    return "".join(text)
 
 
 def _comment(text: str, indent: str) -> str:
@@ -800,30 +813,36 @@ def _patched_pause_loop(
     lines.insert(start, f"{' ' * loop.col_offset}{FLAG} = self.{SEAM}()\n")
     lines.insert(
         _comment_start(lines, schedule.lineno),
-        _pause_docstring(shape, " " * schedule.col_offset),
+        _hook_def(
+            PAUSE_DOC.format(skipped=shape.skipped_text(rst=True), cap=shape.cap),
+            " " * schedule.col_offset,
+            PAUSE_DEFAULT,
+        ),
     )
     return "".join(lines), shape
 
 
-def _pause_docstring(shape: Shape, indent: str) -> str:
-    """The 0.34 hook: a Google-style docstring (paragraphs wrapped to 80
-    columns, the ``Returns:`` block indented under its heading), default =
-    the pause test."""
-    facts = {"skipped": shape.skipped_text(rst=True), "cap": shape.cap, "seam": SEAM}
+def _hook_def(doc: str, indent: str, default: str) -> str:
+    """The hook's ``def``: a Google-style docstring (``doc``'s paragraphs
+    re-wrapped to 80 columns, a ``Returns:`` section indented under its
+    heading and followed by a blank line, as ruff's D413 in vLLM's lint
+    config asks) and the one-line body ``return <default>``."""
     body = indent + "    "
     out = [f"{indent}def {SEAM}(self) -> bool:\n"]
-    paragraphs = PAUSE_DOC.format(**facts).split("\n\n")
+    paragraphs = doc.split("\n\n")
     for number, paragraph in enumerate(paragraphs):
         lead = '"""' if number == 0 else ""
         first, _, rest = paragraph.partition("\n")
         if first.endswith(":") and rest:  # a section: heading, indented text
             out.append(f"{body}{first}\n")
             out.append(_fill(" ".join(rest.split()), body + "    ") + "\n")
+            if number == len(paragraphs) - 1:
+                out.append("\n")
         else:
             out.append(_fill(lead + " ".join(paragraph.split()), body) + "\n")
         if number < len(paragraphs) - 1:
             out.append("\n")
-    out.append(f'{body}"""\n{body}return self._pause_state != PauseState.UNPAUSED\n\n')
+    out.append(f'{body}"""\n{body}return {default}\n\n')
     return "".join(out)
 
 
@@ -919,18 +938,14 @@ def patched_scheduler(source: str) -> tuple[str, Shape]:
     ind = " " * loop.col_offset
     lines.insert(start, f"{ind}{FLAG} = self.{SEAM}()\n")
     facts = {
-        "queues": " or ".join(f"``self.{name}``" for name in held),
+        "queues": " and ".join(f"``self.{name}``" for name in held),
         "exempt": EXEMPT_KV if queue else "",
         "skipped": shape.skipped_text(rst=True),
         "cap_doc": shape.cap_text(rst=True),
     }
     lines.insert(
         _comment_start(lines, schedule.lineno),
-        _docstring(
-            SEAM,
-            [paragraph.format(**facts) for paragraph in DOC_PARAGRAPHS],
-            " " * schedule.col_offset,
-        ),
+        _hook_def(HOOK_DOC.format(**facts), " " * schedule.col_offset, "False"),
     )
     return "".join(lines), shape
 
@@ -948,6 +963,7 @@ def commit_message(shape: Shape) -> str:
         tests.append("the step after a held one is not throttled")
     if shape.kv_queue:
         tests.append("a KV-holding request is admitted while the gate is closed")
+    tests.append("the hook is asked once per schedule() call")
     listed = "; ".join(tests)
     if shape.pause_default:
         body = PAUSE_MESSAGE.format(
@@ -992,7 +1008,7 @@ def patched_test(source: str, utils_source: str, shape: Shape | None = None) -> 
         if isinstance(node, (ast.Import, ast.ImportFrom))
         for alias in node.names
     }
-    needed = ["pytest", "Scheduler", "create_requests", "create_scheduler"]
+    needed = ["pytest", "Request", "Scheduler", "create_requests", "create_scheduler"]
     if shape is not None and shape.kv_queue:
         needed += ["RequestStatus", "mock_kv"]
     for name in needed:
@@ -1029,26 +1045,43 @@ def patched_test(source: str, utils_source: str, shape: Shape | None = None) -> 
     text = "".join(lines)
     if not text.endswith("\n"):
         text += "\n"
-    test_params = "async_scheduling: bool"
-    if not with_cls:
-        test_params = f"\n    {test_params}, monkeypatch: pytest.MonkeyPatch\n"
-    throttled = shape is not None and shape.coupled and shape.throttle_arg
+    swap = "" if with_cls else "monkeypatch: pytest.MonkeyPatch"
+    gate_params = ", ".join(["async_scheduling: bool"] + [swap] * (not with_cls))
     pause = shape is not None and shape.pause_default
     text += TEST_BODY.format(
         seam=SEAM,
         gate_return=f"self.closed or super().{SEAM}()" if pause else "self.closed",
         make=MAKE_WITH_CLS if with_cls else MAKE_SWAP,
-        params=test_params,
-        doc_coupling=DOC_COUPLING if throttled else "",
-        open_comment=OPEN_THROTTLED if throttled else OPEN_PLAIN,
-        open_args="throttle_prefills=True" if throttled else "",
+        params=_params(gate_params, "test_should_stop_admitting_waiting_override"),
     )
+    if shape is not None and shape.coupled and shape.throttle_arg:
+        name = "test_should_stop_admitting_waiting_held_step_is_capacity_bound"
+        text += TEST_HELD_BODY.format(
+            make=MAKE_WITH_CLS if with_cls else MAKE_SWAP,
+            params=_params(gate_params, name),
+        )
     if shape is not None and shape.kv_queue:
+        name = "test_should_stop_admitting_waiting_admits_kv_holding_requests"
         text += TEST_KV_BODY.format(
-            kv_params="" if with_cls else "monkeypatch: pytest.MonkeyPatch",
+            kv_params=_params(swap, name),
             kv_make=KV_MAKE_WITH_CLS if with_cls else KV_MAKE_SWAP,
         )
+    name = "test_should_stop_admitting_waiting_asked_once_per_schedule"
+    text += TEST_COUNT_BODY.format(
+        seam=SEAM,
+        count_params=_params(swap, name),
+        count_make=COUNT_MAKE_WITH_CLS if with_cls else COUNT_MAKE_SWAP,
+    )
     return text
+
+
+def _params(params: str, name: str) -> str:
+    """``def name(params):``'s parameter text as ruff formats it: on the
+    ``def`` line when that fits vLLM's 88 columns, else on a line of its own."""
+    if len(f"def {name}({params}):") <= 88:
+        return params
+    # Split, a lone parameter gets ruff's magic trailing comma.
+    return f"\n    {params}{'' if ',' in params else ','}\n"
 
 
 def _module_function(tree: ast.Module, name: str) -> ast.FunctionDef:
