@@ -162,13 +162,12 @@ def test_series_adds_one_behaviour_test_in_upstream_style(lane):
     # throttle_prefills, a named test pins the coupling (#44558).
     release = (series.sdist(lane) / SCHEDULER_REL).read_text()
     coupled = "prefill_capacity_bound" in release and "throttle_prefills" in release
-    assert (
-        re.findall(r"^def (test_\w+)", added, re.M)
-        == ["test_should_stop_admitting_waiting_override"]
-        + ["test_should_stop_admitting_waiting_held_step_is_capacity_bound"] * coupled
-        + ["test_should_stop_admitting_waiting_admits_kv_holding_requests"] * kv_scope
-        + ["test_should_stop_admitting_waiting_asked_once_per_schedule"]
-    )
+    expected = ["override"] + ["held_step_is_capacity_bound"] * coupled
+    expected += ["admits_kv_holding_requests"] * kv_scope
+    expected += ["asked_once_per_schedule"]
+    assert re.findall(r"^def (test_\w+)", added, re.M) == [
+        f"test_should_stop_admitting_waiting_{name}" for name in expected
+    ]
     assert '@pytest.mark.parametrize("async_scheduling", [False, True])' in added
     assert "scheduler_cls=gated" in added or (
         "monkeypatch.setitem(create_scheduler.__globals__, name, gated)" in added

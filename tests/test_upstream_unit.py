@@ -67,9 +67,7 @@ KV_SCOPE = f"def {KV_TEST}(" in _PATCH_TEXT
 # the release has ``kv_holding_waiting``, the exemption test.
 MAIN_CASES = {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
 HELD_CASES = {f"{HELD_TEST}[False]", f"{HELD_TEST}[True]"} if COUPLED else set()
-SEAM_CASES = (
-    MAIN_CASES | HELD_CASES | {COUNT_TEST} | ({KV_TEST} if KV_SCOPE else set())
-)
+SEAM_CASES = MAIN_CASES | HELD_CASES | {COUNT_TEST} | ({KV_TEST} if KV_SCOPE else set())
 HONOUR_NEW_ONLY = "stop_admitting_waiting and request_queue is self.waiting"
 COUPLING_MARK = "throttled step admits.\n"
 SNAPSHOT = "0" * 39 + "1"
