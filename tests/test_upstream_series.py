@@ -139,10 +139,12 @@ def _added_test_source(patch: Path) -> str:
 
 @pytest.mark.parametrize("lane", ALL_LANES)
 def test_series_adds_one_behaviour_test_in_upstream_style(lane):
-    """Upstream style, per release: one test function (plus the exemption
-    test where the release has ``kv_holding_waiting``), parametrized over
-    sync and async scheduling, that hands its gating class to upstream's
-    ``create_scheduler()`` (``scheduler_cls=``; where the helper takes none,
+    """Upstream style, per release: the override test (plus the held-step
+    test where ``schedule()`` takes ``throttle_prefills``, the exemption
+    test where the release has ``kv_holding_waiting``, and the call
+    counter), the gate tests parametrized over sync and async scheduling,
+    that hand their class to upstream's ``create_scheduler()``
+    (``scheduler_cls=``; where the helper takes none,
     the test swaps the class name in the helper's globals for its own run),
     that neither calls the private method nor sets scheduler state by hand,
     and that leaves the shared helper ``tests/v1/core/utils.py`` alone. No
@@ -156,11 +158,16 @@ def test_series_adds_one_behaviour_test_in_upstream_style(lane):
     kv_scope = "request_queue is self.waiting" in text or (
         "not stop_admitting_waiting" in text
     )
-    assert (
-        re.findall(r"^def (test_\w+)", added, re.M)
-        == ["test_should_stop_admitting_waiting_override"]
-        + ["test_should_stop_admitting_waiting_admits_kv_holding_requests"] * kv_scope
-    )
+    # Where the release records prefill_capacity_bound and takes
+    # throttle_prefills, a named test pins the coupling (#44558).
+    release = (series.sdist(lane) / SCHEDULER_REL).read_text()
+    coupled = "prefill_capacity_bound" in release and "throttle_prefills" in release
+    expected = ["override"] + ["held_step_is_capacity_bound"] * coupled
+    expected += ["admits_kv_holding_requests"] * kv_scope
+    expected += ["asked_once_per_schedule"]
+    assert re.findall(r"^def (test_\w+)", added, re.M) == [
+        f"test_should_stop_admitting_waiting_{name}" for name in expected
+    ]
     assert '@pytest.mark.parametrize("async_scheduling", [False, True])' in added
     assert "scheduler_cls=gated" in added or (
         "monkeypatch.setitem(create_scheduler.__globals__, name, gated)" in added

@@ -50,19 +50,24 @@ pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 LANE = current_lane()
 SEAM_TEST = "test_should_stop_admitting_waiting_override"
+HELD_TEST = "test_should_stop_admitting_waiting_held_step_is_capacity_bound"
 KV_TEST = "test_should_stop_admitting_waiting_admits_kv_holding_requests"
-# The series adds one behaviour test, parametrized over sync and async
-# scheduling (pytest ids of ``async_scheduling`` False/True), and, where the
-# release has ``kv_holding_waiting``, the exemption test.
-MAIN_CASES = {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
+COUNT_TEST = "test_should_stop_admitting_waiting_asked_once_per_schedule"
 _PATCH_TEXT = "".join(
     patch.read_text() for patch in series.series_patches(pin_tag(LANE), lane=LANE)
 )
+# Where the release records prefill_capacity_bound and takes
+# throttle_prefills (0.27 on), a named test pins the coupling: the step after
+# a held one is not throttled.
+COUPLED = f"def {HELD_TEST}(" in _PATCH_TEXT
 KV_SCOPE = f"def {KV_TEST}(" in _PATCH_TEXT
-# The series comments the prefill_capacity_bound coupling where the release
-# records it; its test then opens the gate on a throttled step.
-COUPLED = "schedule(throttle_prefills=True)" in _PATCH_TEXT
-SEAM_CASES = MAIN_CASES | ({KV_TEST} if KV_SCOPE else set())
+# The series' tests: the override and (where coupled) the held-step test,
+# each parametrized over sync and async scheduling (pytest ids of
+# ``async_scheduling`` False/True); the call counter, sync only; and, where
+# the release has ``kv_holding_waiting``, the exemption test.
+MAIN_CASES = {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
+HELD_CASES = {f"{HELD_TEST}[False]", f"{HELD_TEST}[True]"} if COUPLED else set()
+SEAM_CASES = MAIN_CASES | HELD_CASES | {COUNT_TEST} | ({KV_TEST} if KV_SCOPE else set())
 HONOUR_NEW_ONLY = "stop_admitting_waiting and request_queue is self.waiting"
 COUPLING_MARK = "throttled step admits.\n"
 SNAPSHOT = "0" * 39 + "1"
@@ -389,8 +394,8 @@ def test_upstream_seam_tests_pass_against_the_patched_install(upstream_tree):
         result.stdout[-4000:] + result.stderr[-2000:]
     )
     ran = {name.rsplit("::", 1)[-1]: kind for name, kind in outcomes.items()}
-    # Both cases of the test our patch adds ran (not deselected, not skipped)
-    # and passed.
+    # Every case of the tests our patch adds ran (not deselected, not
+    # skipped) and passed.
     assert {case: ran.get(case) for case in SEAM_CASES} == dict.fromkeys(
         SEAM_CASES, "passed"
     ), summary
@@ -404,8 +409,8 @@ def test_upstream_seam_tests_pass_against_the_patched_install(upstream_tree):
 
 @pytest.mark.lane_scope("release")  # -k selection; the run above checks both cases
 def test_upstream_seam_tests_alone(upstream_tree):
-    """Exactly the new test, selected by name: its sync and async cases are
-    collected and pass (and nothing else matches the name)."""
+    """Exactly the new tests, selected by name: their cases are collected
+    and pass (and nothing else matches the name)."""
     result, summary, outcomes, deselected = _run_upstream(
         upstream_tree, ["test_scheduler.py"], "-k", "should_stop_admitting_waiting"
     )
@@ -466,6 +471,20 @@ def _uncoupled_source(source: str) -> str:
     return head + tail
 
 
+def _asked_per_iteration_source(source: str) -> str:
+    """The patched file asking the seam on every loop iteration instead of
+    once before the loop (what the call counter rules out): the ask line
+    removed, each read of its flag a call."""
+    ask = "stop_admitting_waiting = self._should_stop_admitting_waiting()\n"
+    assert source.count(ask) == 1, "the installed series changed"
+    at = source.index(ask)
+    line_start = source.rindex("\n", 0, at) + 1
+    source = source[:line_start] + source[at + len(ask) :]
+    reads = re.compile(r"(?<![\w.])stop_admitting_waiting\b")
+    assert reads.search(source), "the installed series changed"
+    return reads.sub("self._should_stop_admitting_waiting()", source)
+
+
 # 0.34 on, the seam replaces the loop's PauseState tests and the cap is an
 # assignment the seam never touches: there is no "old shape" to go back to
 # (its counterpart, a default that ignores PAUSED_NEW, is caught by the
@@ -493,6 +512,7 @@ _NEGATIVE = [
             not COUPLED, reason="this release records no prefill_capacity_bound"
         ),
     ),
+    "asked per iteration",
 ]
 
 
@@ -508,8 +528,10 @@ def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
     * all queues (the hook also holds ``kv_holding_waiting``): the
       exemption test fails, the main test passes;
     * uncoupled (the held step is not recorded as ``prefill_capacity_bound``):
-      the throttled step after it defers, so the main test fails and the
-      exemption test passes.
+      the throttled step after it defers, so the held-step test fails, and
+      only it;
+    * asked per iteration (the seam asked on every loop iteration, not once
+      per call): the call counter fails, and only it.
     """
     import vllm.v1.core.sched.scheduler as installed
 
@@ -525,9 +547,12 @@ def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
     elif variant == "all queues":
         source = _all_queues_source(patched)
         failing = {KV_TEST}
-    else:
+    elif variant == "uncoupled":
         source = _uncoupled_source(patched)
-        failing = MAIN_CASES
+        failing = HELD_CASES
+    else:
+        source = _asked_per_iteration_source(patched)
+        failing = {COUNT_TEST}
     path = _variant_file(upstream_tree, variant.replace(" ", "-"), source)
     result, summary, outcomes, _ = _run_upstream(
         upstream_tree,

@@ -12,7 +12,8 @@ SERIES_PY = REPO_ROOT / "upstream_patch" / "series.py"
 
 
 def _load() -> ModuleType:
-    # series.py is a stdlib-only script, not a package module: load it by path.
+    # series.py is a script (its code the series_tool package next to it),
+    # not a module of this repository's packages: load it by path.
     spec = importlib.util.spec_from_file_location("vab_series_tool", SERIES_PY)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
