@@ -329,6 +329,22 @@ def _compose_scheduler(
     return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), namespace)
 
 
+def planned_scheduler_cls(plan: ActivationPlan) -> type:
+    """The class :func:`run_engine_core` sets for an active ``plan``
+    (doctor names it): :func:`compose_scheduler` over ``plan.scheduler_cls``
+    with the plan's settings."""
+    assert plan.scheduler_cls is not None, "an active plan resolved its class"
+    return compose_scheduler(
+        plan.scheduler_cls,
+        plan.max_frozen_steps,
+        plan.collective,
+        plan.max_held_steps,
+        plan.policy,
+        plan.align_window,
+        plan.align_min_load,
+    )
+
+
 def run_engine_core(
     *args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any
 ) -> Any:
@@ -350,17 +366,8 @@ def run_engine_core(
     if plan.requested:
         ascend_steering.hide_env(os.environ)
     if plan.active:
-        assert plan.scheduler_cls is not None
         install_gather_hook(engine_core_mod.DPEngineCoreProc)
-        vllm_config.scheduler_config.scheduler_cls = compose_scheduler(
-            plan.scheduler_cls,
-            plan.max_frozen_steps,
-            plan.collective,
-            plan.max_held_steps,
-            plan.policy,
-            plan.align_window,
-            plan.align_min_load,
-        )
+        vllm_config.scheduler_config.scheduler_cls = planned_scheduler_cls(plan)
         notes = "; ".join(
             plan.notes
             + ([ascend_steering.describe(plan.vllm_ascend)] if plan.vllm_ascend else [])
