@@ -299,3 +299,29 @@ def test_public_api_of_the_demo_module() -> None:
     args = parse_command_line(["demo", "--dp", "2", "--port", "0", "--seed", "1"])
     assert isinstance(args, argparse.Namespace)
     assert (args.dp, args.port, args.serve_args) == (2, 0, ["--seed", "1"])
+
+
+def test_vllm_serve_refuses_additional_config_that_is_not_json_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The plugin's front-end check (``EngineArgs.create_engine_config`` as
+    register() wraps it) refuses what vLLM's parser kept as a raw string,
+    before vLLM creates the config (it failed with a stack, in steering).
+    Controls: a parsed object and no value pass the check."""
+    from types import SimpleNamespace
+
+    from vllm_ascend_balance import activation
+    from vllm_ascend_balance.config import BalanceConfigError
+
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # the wrapper sets one
+    created: list[object] = []
+    wrapped = activation._check_early(lambda self: created.append(self))
+    for raw in ("{bad", "[1]"):
+        with pytest.raises(BalanceConfigError, match="--additional-config") as caught:
+            wrapped(SimpleNamespace(additional_config=raw))
+        assert "\n" not in str(caught.value) and "e.g. --additional-config" in str(
+            caught.value
+        )
+    assert created == [], "refused before vLLM creates the config"
+    for fine in ({"scheduler_config": {}}, None):
+        activation._check_additional_config(SimpleNamespace(additional_config=fine))

@@ -27,7 +27,7 @@ import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,7 @@ from vllm_ascend_balance.config import (
     read_balance_setting,
 )
 from vllm_ascend_balance.engine import install_gather_hook
+from vllm_ascend_balance.json_flag import json_object
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.policies import (
     DEFAULT_ALIGN_DEADLINE,
@@ -390,6 +391,7 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
     @functools.wraps(create_engine_config)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
+            _check_additional_config(self)
             ascend_steering.steer_engine_args(self, os.environ)
             vllm_config = create_engine_config(self, *args, **kwargs)
             plan = plan_activation(vllm_config)
@@ -408,6 +410,23 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
 
     checked.__vab_checked__ = True  # type: ignore[attr-defined]
     return checked
+
+
+def _check_additional_config(engine_args: Any) -> None:
+    """Refuse an ``--additional-config`` vLLM's parser kept as the raw
+    string (not JSON), in one line: steering and vLLM's own start-up would
+    otherwise fail on it with a stack.
+
+    Raises:
+        BalanceConfigError: the value is not a JSON object.
+    """
+    value = getattr(engine_args, "additional_config", None)
+    if value is None or isinstance(value, Mapping):
+        return
+    try:
+        json_object(value, "--additional-config")
+    except ValueError as exc:
+        raise BalanceConfigError(str(exc)) from None
 
 
 def _print_config_errors_in_one_line() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_ascend_balance.doctor_args import json_object
+from vllm_ascend_balance.json_flag import json_object
 
 EXECUTOR = "vllm_ascend_balance.replay.real.executor.CostModelExecutor"
 #: ``--additional-config`` key of the executor's settings (the replay's own,

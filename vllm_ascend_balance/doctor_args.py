@@ -12,12 +12,10 @@ built at run time), so ``--help`` and the demo's argument checks stay fast.
 from __future__ import annotations
 
 import argparse
-import json
 import textwrap
 from types import SimpleNamespace
-from typing import Any
 
-from vllm_ascend_balance.config import ENABLE_EXAMPLE
+from vllm_ascend_balance.json_flag import json_object
 
 USAGE = "vllm-ascend-balance doctor [--dense] [MODEL] [vllm serve options ...]"
 DESCRIPTION = textwrap.fill(
@@ -172,28 +170,3 @@ def _fallback_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kv-transfer-config", default=None)
     parser.add_argument("--distributed-executor-backend", default=None)
     return parser
-
-
-def json_object(text: Any, flag: str) -> dict:
-    """``text`` (the value of ``flag``) parsed as a JSON object; a dict is
-    returned as is. vLLM keeps a value it cannot parse as the raw string
-    and fails on it later, deep in its start-up; doctor and the demo refuse
-    it here.
-
-    Raises:
-        ValueError: not valid JSON, or not an object: one line naming
-            ``flag`` and the fix.
-    """
-    if isinstance(text, str):
-        try:
-            text = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"{flag} is not valid JSON ({exc}): quote keys and strings with "
-                f"double quotes, write true/false in lower case, and wrap the "
-                f"whole object in single quotes for the shell, e.g. "
-                f"{ENABLE_EXAMPLE}"
-            ) from None
-    if not isinstance(text, dict):
-        raise ValueError(f"{flag} must be a JSON object, e.g. {ENABLE_EXAMPLE}")
-    return text

@@ -13,7 +13,8 @@ import importlib.metadata
 from types import SimpleNamespace
 from typing import Any
 
-from vllm_ascend_balance.doctor_args import json_object, parse_serve_args
+from vllm_ascend_balance.doctor_args import parse_serve_args
+from vllm_ascend_balance.json_flag import json_object
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_TARGET = "vllm_ascend_balance.activation:register"
