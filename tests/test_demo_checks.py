@@ -107,6 +107,8 @@ def test_without_the_executor_doctor_names_balances_class(
         (["--additional-config", "{bad"], ["--additional-config", "not valid JSON"]),
         (["--additional-config", "[1]"], ["--additional-config", "JSON object"]),
         (["--additional-config"], ["--additional-config", "needs a value"]),
+        (["--data-parallel-size", "4"], ["--data-parallel-size", "use --dp"]),
+        (["--data_parallel_size=4"], ["--data_parallel_size", "use --dp"]),
         (
             [
                 "--additional-config",

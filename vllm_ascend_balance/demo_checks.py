@@ -24,6 +24,11 @@ from vllm_ascend_balance.demo_command import (
     split_additional_config,
 )
 
+#: ``vllm serve`` flags the demo sets from its own options: given among the
+#: extra arguments, the last would win in vLLM's parser while the demo
+#: announces (and checks) its own value.
+OWN_FLAGS = {"--data-parallel-size": "--dp", "-dp": "--dp"}
+
 
 class UsageError(ValueError):
     """A demo argument that cannot work: one line naming it and the fix."""
@@ -58,8 +63,9 @@ def check_arguments(
 
     Raises:
         UsageError: ``--dp`` or ``--max-num-seqs`` < 1, ``--port`` out of
-            0..65535, an ``--additional-config`` that is not a JSON
-            object, or a balance setting the engines would refuse.
+            0..65535, ``--data-parallel-size`` among ``extra_args``
+            (:data:`OWN_FLAGS`), an ``--additional-config`` that is not a
+            JSON object, or a balance setting the engines would refuse.
     """
     for flag, value in (("--dp", dp), ("--max-num-seqs", max_num_seqs)):
         if value < 1:
@@ -69,6 +75,13 @@ def check_arguments(
             f"--port must be 0..{MAX_PORT}, got {port}: choose a port in range "
             f"(--port 0: a free one)"
         )
+    for arg in extra_args:
+        flag = arg.split("=", 1)[0].replace("_", "-")
+        if flag in OWN_FLAGS:
+            raise UsageError(
+                f"{arg.split('=', 1)[0]} is the demo's own setting: use "
+                f"{OWN_FLAGS[flag]}"
+            )
     try:
         user, _ = split_additional_config(extra_args)
     except ValueError as exc:
