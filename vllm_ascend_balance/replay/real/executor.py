@@ -58,6 +58,7 @@ from vllm_ascend_balance.replay.real.recorder import (
     RankRecorder,
     install_recording_scheduler,
     rank_file,
+    recording_class,
 )
 from vllm_ascend_balance.replay.records import RankStart, RankStep
 from vllm_ascend_balance.scheduler import admission_cap
@@ -108,6 +109,14 @@ class CostModelExecutor(Executor):
         self._clock: ClockKeeper | None = None
         if self.dp_rank == 0 and board.exists():
             self._clock = ClockKeeper(ClockBoard(board), self.settings.time_scale)
+
+    @classmethod
+    def engine_scheduler_cls(cls, configured: type) -> type:
+        """The scheduler class an engine core with this executor builds when
+        its config resolves to ``configured`` (after balance activation):
+        ``Recording<configured>`` (:func:`.recorder.install_recording_scheduler`,
+        here unbound). doctor's "scheduler class" line reads it."""
+        return recording_class(configured)
 
     def attach_scheduler(self, scheduler: Any) -> None:
         """Called by the recording scheduler once vLLM has built it."""

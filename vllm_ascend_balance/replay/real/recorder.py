@@ -157,11 +157,17 @@ def install_recording_scheduler(vllm_config: Any, executor: Any) -> type:
     # more for a class the replay does not run.
     current = sched_config.scheduler_cls
     base = current if isinstance(current, type) else sched_config.get_scheduler_cls()
+    cls = recording_class(base, executor)
+    sched_config.scheduler_cls = cls
+    return cls
+
+
+def recording_class(base: type, executor: Any = None) -> type:
+    """:class:`RecordingSchedulerMixin` over ``base``, bound to ``executor``
+    (None: records nothing), named ``Recording<Base>``."""
     name = f"Recording{base.__name__}"
-    cls = type(
+    return type(
         name,
         (RecordingSchedulerMixin, base),
         {"replay_executor": executor, "__module__": __name__, "__qualname__": name},
     )
-    sched_config.scheduler_cls = cls
-    return cls
