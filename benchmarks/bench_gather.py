@@ -80,10 +80,7 @@ from vllm.config import ParallelConfig  # noqa: E402
 from vllm.v1.engine.core import DPEngineCoreProc  # noqa: E402
 
 from benchmarks import gather_rounds  # noqa: E402
-from vllm_ascend_balance.collectives import (  # noqa: E402
-    gather_extremes,
-    reduce_extremes,
-)
+from vllm_ascend_balance.gate.collectives import gather_extremes, reduce_extremes  # noqa: E402
 from vllm_ascend_balance.replay.model.cost import CostModel  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
@@ -123,7 +120,7 @@ def _rank_main(
     from vllm.v1.core.sched.scheduler import Scheduler
 
     from tests.support.vllm_objects import make_request, make_scheduler
-    from vllm_ascend_balance.activation import compose_scheduler
+    from vllm_ascend_balance.wiring.activation import compose_scheduler
 
     scheduler: Any = make_scheduler(
         compose_scheduler(Scheduler), max_num_seqs=CAP, num_blocks=400

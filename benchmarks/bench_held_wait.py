@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Per-gather cost of the held-wait tracker (``vllm_ascend_balance.held_wait``).
+"""Per-gather cost of the held-wait tracker
+(``vllm_ascend_balance.observability.held_wait``).
 
 The engine's gather hook calls ``HeldWait.after_gather(scheduler)`` once per
 active step, right after the gather. This times that call on a real balance
@@ -38,8 +39,8 @@ os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 
 from tests.support.vllm_objects import make_request, make_scheduler  # noqa: E402
-from vllm_ascend_balance.activation import compose_scheduler  # noqa: E402
-from vllm_ascend_balance.held_wait import HeldWait  # noqa: E402
+from vllm_ascend_balance.observability.held_wait import HeldWait  # noqa: E402
+from vllm_ascend_balance.wiring.activation import compose_scheduler  # noqa: E402
 
 STEP_MS = 25.0
 

@@ -55,12 +55,12 @@ LOAD_PER_RANK = 1 / 3
 
 
 def run_one(dp: int, balance: bool, limit: int | None) -> dict[str, Any]:
-    from vllm_ascend_balance.replay.join import join_run
-    from vllm_ascend_balance.replay.metrics import run_metrics
-    from vllm_ascend_balance.replay.modes import Mode
-    from vllm_ascend_balance.replay.records import RunRecords
+    from vllm_ascend_balance.replay.pipeline.join import join_run
+    from vllm_ascend_balance.replay.pipeline.metrics import run_metrics
+    from vllm_ascend_balance.replay.pipeline.modes import Mode
+    from vllm_ascend_balance.replay.pipeline.records import RunRecords
+    from vllm_ascend_balance.replay.pipeline.workload import load_workload
     from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
-    from vllm_ascend_balance.replay.workload import load_workload
 
     rate_scale = dp * LOAD_PER_RANK
     workload = load_workload(

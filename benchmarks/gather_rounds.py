@@ -16,7 +16,7 @@ gloo's source (``gloo/allgather.cc``, ``gloo/allreduce.cc``, the ones
   are skipped, so each rank sends it once or twice per phase, but each send
   waits for the previous rank's: 2(N-1) sequential hops.
 - the package's opt-in ``all_reduce_max``
-  (:mod:`vllm_ascend_balance.collectives`): dissemination, ceil(log2 N)
+  (:mod:`vllm_ascend_balance.gate.collectives`): dissemination, ceil(log2 N)
   rounds of one send + one receive, to a different peer each round.
 
 Confirmation: every rank process attaches ``strace -f`` to itself (all its
@@ -110,7 +110,7 @@ def _ops(group: Any, rank: int) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from vllm_ascend_balance.collectives import reduce_extremes
+    from vllm_ascend_balance.gate.collectives import reduce_extremes
 
     n = group.size()
     slots = list(torch.zeros(n, dtype=torch.int64).split(1))

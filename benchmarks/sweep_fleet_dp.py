@@ -97,7 +97,7 @@ def replay_argv(dp: int, window_s: float, trace: str) -> list[str]:
 def largest_window(trace: str, dp: int) -> int:
     """Whole modeled seconds of arrivals the trace holds at ``--rate-scale
     dp/3``."""
-    from vllm_ascend_balance.replay.workload import load_workload
+    from vllm_ascend_balance.replay.pipeline.workload import load_workload
 
     workload = load_workload(
         str(ROOT / trace),
@@ -125,10 +125,10 @@ def _metrics_json(metrics: Any) -> dict[str, Any]:
 
 def run_row(dp: int, window_s: float, trace: str, progress: Any) -> dict[str, Any]:
     """Both modes of one DP size, in this process, with the replay's code."""
-    from vllm_ascend_balance.replay.engine import load_engine
-    from vllm_ascend_balance.replay.metrics import run_metrics
-    from vllm_ascend_balance.replay.options import parse
-    from vllm_ascend_balance.replay.records import RunStatus
+    from vllm_ascend_balance.replay.pipeline.engine import load_engine
+    from vllm_ascend_balance.replay.pipeline.metrics import run_metrics
+    from vllm_ascend_balance.replay.pipeline.options import parse
+    from vllm_ascend_balance.replay.pipeline.records import RunStatus
 
     argv = replay_argv(dp, window_s, trace)
     options = parse(argv)
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--window must be > 0")
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr
+    from vllm_ascend_balance.replay.pipeline.environment import vllm_logs_to_stderr
 
     window = args.window or largest_window(args.trace, max(args.dp))
     started = time.monotonic()

@@ -6,7 +6,8 @@ Real ``promtool`` (Debian's ``prometheus`` package, installed by the test's
 setup when missing: tests/support/prometheus.py):
 
 - ``promtool check rules`` accepts the file: three alerts, each over series
-  this package exports (:func:`vllm_ascend_balance.metrics.exported_names`);
+  this package exports
+  (:func:`vllm_ascend_balance.observability.metrics.exported_names`);
 - ``promtool test rules docs/observability/alerts_test.yml`` passes: each
   alert fires on a synthetic faulty series and stays quiet on the healthy
   series next to it (and, for the freeze, on a bounded freeze);
@@ -28,7 +29,7 @@ import yaml
 
 from tests.support import prometheus
 from tests.support.lanes import REPO_ROOT
-from vllm_ascend_balance import metrics
+from vllm_ascend_balance.observability import metrics
 
 pytestmark = pytest.mark.lane_scope("release")
 

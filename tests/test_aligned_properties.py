@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Property tests of the opt-in ``aligned`` policy (``balance_policy:
-"aligned"``, :class:`~vllm_ascend_balance.policies.Aligned`).
+"aligned"``, :class:`~vllm_ascend_balance.gate.policies.Aligned`).
 
 Several real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step
 in lock step in this process through generated workloads (the lock-step
@@ -49,10 +49,10 @@ from tests.test_gate_properties import (
     hypothesis_settings,
     lockstep_scenarios,
 )
-from vllm_ascend_balance import activation
-from vllm_ascend_balance.policies import Aligned, Gathered, Knobs
+from vllm_ascend_balance.gate.policies import Aligned, Gathered, Knobs
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, admission_cap
+from vllm_ascend_balance.wiring import activation
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

@@ -37,10 +37,11 @@ import torch
 
 from tests.support.meshgroup import Mesh, MeshGroup
 from tests.support.processes import run_processes
-from vllm_ascend_balance import activation, collectives, config
-from vllm_ascend_balance.config import BalanceConfigError, read_balance_setting
+from vllm_ascend_balance.gate import collectives
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
+from vllm_ascend_balance.wiring import activation, config
+from vllm_ascend_balance.wiring.config import BalanceConfigError, read_balance_setting
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

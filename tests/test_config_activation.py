@@ -1,22 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """Configuration and conditional activation, on real ``VllmConfig`` objects.
 
-- :mod:`vllm_ascend_balance.config`: three forms enable balance (nested key,
+- :mod:`vllm_ascend_balance.wiring.config`: three forms enable balance (nested key,
   legacy key, ``VLLM_ASCEND_BALANCE_SCHEDULING``) with vllm-ascend's
   precedence; a JSON value that is not a boolean or an env value that is not
   0/1/true/false is a one-line ``BalanceConfigError`` naming the setting and
   the fix; a disagreeing lower form is ignored with a warning;
   PD-disaggregated ``kv_role`` is refused.
-- :func:`~vllm_ascend_balance.activation.plan_activation`: refuses a vLLM
+- :func:`~vllm_ascend_balance.wiring.activation.plan_activation`: refuses a vLLM
   without the seam and a ``scheduler_cls`` that is not a ``Scheduler``; DP
   size 1 and dense models get a note and nothing is activated.
-- :func:`~vllm_ascend_balance.activation.run_engine_core` (this package's
+- :func:`~vllm_ascend_balance.wiring.activation.run_engine_core` (this package's
   link): with balance off it leaves the engine class and scheduler class as
   they are; with balance on it hooks vLLM's ``DPEngineCoreProc`` and composes
   the mixin onto ``Scheduler``, ``AsyncScheduler`` or a custom
   ``scheduler_cls``. The link below it is replaced by a recorder
   (``engine_chain._next``) so no engine starts.
-- :func:`~vllm_ascend_balance.activation.register`: idempotent, reachable
+- :func:`~vllm_ascend_balance.wiring.activation.register`: idempotent, reachable
   through vLLM's own plugin loader, and touches neither ``run_engine_core``
   nor ``DPEngineCoreProc``; the link is installed when a config requesting
   balance is created, and the target pickles by name to it in a spawned
@@ -41,8 +41,9 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from tests.support.processes import run_processes
 from tests.support.vllm_objects import make_vllm_config
-from vllm_ascend_balance import activation, config, engine_chain
-from vllm_ascend_balance.config import (
+from vllm_ascend_balance.gate.scheduler import SEAM, BalanceSchedulerMixin
+from vllm_ascend_balance.wiring import activation, config, engine_chain
+from vllm_ascend_balance.wiring.config import (
     ENABLE_EXAMPLE,
     ENV_SETTING,
     LEGACY_SETTING,
@@ -50,12 +51,11 @@ from vllm_ascend_balance.config import (
     BalanceConfigError,
     read_balance_setting,
 )
-from vllm_ascend_balance.engine import (
+from vllm_ascend_balance.wiring.engine_hook import (
     gather_hook_installed,
     remove_gather_hook,
     upstream_dp_engine,
 )
-from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -510,7 +510,7 @@ def test_pickled_target_is_ours() -> None:
     under spawn the target is pickled by qualified name."""
     _create(vllm_config(ON))
     data = pickle.dumps(engine_core_mod.EngineCoreProc.run_engine_core)
-    assert b"vllm_ascend_balance.activation" in data
+    assert b"vllm_ascend_balance.wiring.activation" in data
     assert _loads(engine_core_mod.EngineCoreProc.run_engine_core) is (
         activation.run_engine_core
     )
@@ -530,7 +530,7 @@ def test_spawned_child_resolves_our_target(tmp_path: Path) -> None:
         300,  # hang guard only
     )
     assert joined.exitcodes == [0]
-    assert out.read_text() == "vllm_ascend_balance.activation.run_engine_core"
+    assert out.read_text() == "vllm_ascend_balance.wiring.activation.run_engine_core"
 
 
 # --------------------------------------------------------------------------
@@ -809,7 +809,7 @@ def test_tripwire_negative_control_fails(caplog: pytest.LogCaptureFixture) -> No
 
 
 def _doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    from vllm_ascend_balance import doctor
+    from vllm_ascend_balance.tools import doctor
 
     # vLLM's default DP size is 1, where balance has no effect.
     code = doctor.run(doctor.parse_args(["--data-parallel-size", "2", *argv]))

@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from tests.support.vllm_objects import make_vllm_config
-from vllm_ascend_balance import activation, config, doctor
-from vllm_ascend_balance.config import (
+from vllm_ascend_balance.tools import doctor
+from vllm_ascend_balance.wiring import activation, config
+from vllm_ascend_balance.wiring.config import (
     ENV_SETTING,
     OPTIONS,
     SWITCH,

@@ -46,8 +46,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_ascend_balance import demo, metrics
-from vllm_ascend_balance.async_decision import async_scheduling
+from vllm_ascend_balance.observability import metrics
+from vllm_ascend_balance.tools import demo
+from vllm_ascend_balance.tools.async_decision import async_scheduling
 
 pytestmark = pytest.mark.lane_scope("release", "main")
 
@@ -169,7 +170,7 @@ def test_front_end_shows_every_engine_at_zero_once_engines_are_up() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from tests.support.vllm_objects import make_vllm_config
-    from vllm_ascend_balance import stats_carrier
+    from vllm_ascend_balance.observability import stats_carrier
 
     registry = CollectorRegistry()
     front = stats_carrier.stat_logger_class()(make_vllm_config(), [0, 1])
@@ -308,7 +309,7 @@ class Demo:
 
 
 def demo_cli_doctor_env() -> str:
-    from vllm_ascend_balance.demo_cli import DOCTOR_ENV
+    from vllm_ascend_balance.tools.demo_cli import DOCTOR_ENV
 
     return DOCTOR_ENV
 

@@ -59,10 +59,14 @@ from vllm.v1.request import RequestStatus
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance import activation, engine_chain
-from vllm_ascend_balance.config import SETTING
-from vllm_ascend_balance.engine import gather_hook_installed
-from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin, admission_cap
+from vllm_ascend_balance.gate.scheduler import (
+    SEAM,
+    BalanceSchedulerMixin,
+    admission_cap,
+)
+from vllm_ascend_balance.wiring import activation, engine_chain
+from vllm_ascend_balance.wiring.config import SETTING
+from vllm_ascend_balance.wiring.engine_hook import gather_hook_installed
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

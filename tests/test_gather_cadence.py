@@ -155,9 +155,12 @@ def _rank_main(
     from vllm.v1.engine.core import DPEngineCoreProc
 
     from tests.support.vllm_objects import make_request, make_scheduler
-    from vllm_ascend_balance import activation
-    from vllm_ascend_balance.engine import install_gather_hook, remove_gather_hook
-    from vllm_ascend_balance.scheduler import admission_cap
+    from vllm_ascend_balance.gate.scheduler import admission_cap
+    from vllm_ascend_balance.wiring import activation
+    from vllm_ascend_balance.wiring.engine_hook import (
+        install_gather_hook,
+        remove_gather_hook,
+    )
 
     log = _CollectiveLog()
     parallel_config.data_parallel_rank = rank
@@ -404,7 +407,7 @@ def test_single_process_buffer_follows_group_size() -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
 
     from tests.support.vllm_objects import make_scheduler
-    from vllm_ascend_balance import activation
+    from vllm_ascend_balance.wiring import activation
 
     class SizedGroup:
         def __init__(self, size: int) -> None:

@@ -3,7 +3,7 @@
 series this package exports, and shows every one of them.
 
 - every ``vllm:...`` name in a panel's PromQL ``expr`` is an exported sample
-  name (:func:`vllm_ascend_balance.metrics.exported_names`: ``_total`` of
+  name (:func:`vllm_ascend_balance.observability.metrics.exported_names`: ``_total`` of
   counters, ``_bucket``/``_sum``/``_count`` of histograms, gauges as is);
 - every exported series appears in some panel, every query is filtered by
   the ``model_name`` templating variable, which the dashboard defines;
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.lanes import REPO_ROOT
-from vllm_ascend_balance import metrics
+from vllm_ascend_balance.observability import metrics
 
 pytestmark = pytest.mark.lane_scope("release")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance import metrics
+from vllm_ascend_balance.observability import metrics
 
 pytestmark = pytest.mark.lane_scope("release")
 

@@ -45,10 +45,10 @@ from tests.test_gate_properties import (
     hypothesis_settings,
     lockstep_scenarios,
 )
-from vllm_ascend_balance import activation
-from vllm_ascend_balance.policies import Gathered
+from vllm_ascend_balance.gate.policies import Gathered
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, admission_cap
+from vllm_ascend_balance.wiring import activation
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

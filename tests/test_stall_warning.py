@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from tests.support.processes import join_processes, start_processes
-from vllm_ascend_balance import config
+from vllm_ascend_balance.wiring import config
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
@@ -70,8 +70,9 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
 
     from tests.support.model_outputs import fake_model_output
     from tests.support.vllm_objects import make_request, make_scheduler
-    from vllm_ascend_balance import activation, metrics
-    from vllm_ascend_balance.engine import install_gather_hook
+    from vllm_ascend_balance.observability import metrics
+    from vllm_ascend_balance.wiring import activation
+    from vllm_ascend_balance.wiring.engine_hook import install_gather_hook
 
     work = Path(workdir)
     os.environ[metrics.METRICS_DIR_ENV] = str(work / "metrics")
@@ -269,7 +270,7 @@ def test_a_misspelled_stall_key_is_refused() -> None:
 def test_watchdog_off_starts_no_thread() -> None:
     """Negative control for the setting's ``0``: no thread, so nothing can
     ever be reported (and nothing costs more than the two writes)."""
-    from vllm_ascend_balance.stall import StallWatchdog
+    from vllm_ascend_balance.observability.stall import StallWatchdog
 
     before = threading.active_count()
     dog = StallWatchdog(dp_rank=3, threshold_s=None)

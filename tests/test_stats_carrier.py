@@ -24,7 +24,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.support.vllm_objects import make_scheduler, make_vllm_config
-from vllm_ascend_balance import activation, stats_carrier
+from vllm_ascend_balance.observability import stats_carrier
+from vllm_ascend_balance.wiring import activation
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

@@ -2,7 +2,7 @@
 """Replay a workload on a vLLM DP deployment on CPU, balance off vs on.
 
 Map: one pipeline, two engines behind the
-:class:`~vllm_ascend_balance.replay.engine.ReplayEngine` seam.
+:class:`~vllm_ascend_balance.replay.pipeline.engine.ReplayEngine` seam.
 
 - This folder is the pipeline, in the order a replay runs it:
   :mod:`.cli` (``vllm-ascend-balance replay``) ->
