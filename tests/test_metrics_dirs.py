@@ -29,7 +29,7 @@ pytestmark = pytest.mark.lane_scope("release")
 HANG_GUARD_S = 120.0
 FRONT_END = """
 import os, sys, time
-from vllm_ascend_balance import metrics
+from vllm_ascend_balance.observability import metrics
 metrics.serve_from_front_end()
 print(os.environ[metrics.METRICS_DIR_ENV], flush=True)
 if sys.argv[1] == "wait":
