@@ -37,6 +37,8 @@ from vllm_ascend_balance.wiring.config import (
     OPTIONS,
     SWITCH,
     BalanceConfigError,
+)
+from vllm_ascend_balance.wiring.config_read import (
     read_balance_setting,
     read_user_setting,
 )

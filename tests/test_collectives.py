@@ -41,7 +41,8 @@ from vllm_ascend_balance.gate import collectives
 from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 from vllm_ascend_balance.wiring import activation, config
-from vllm_ascend_balance.wiring.config import BalanceConfigError, read_balance_setting
+from vllm_ascend_balance.wiring.config import BalanceConfigError
+from vllm_ascend_balance.wiring.config_read import read_balance_setting
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

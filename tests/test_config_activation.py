@@ -42,15 +42,15 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from tests.support.processes import run_processes
 from tests.support.vllm_objects import make_vllm_config
 from vllm_ascend_balance.gate.scheduler import SEAM, BalanceSchedulerMixin
-from vllm_ascend_balance.wiring import activation, config, engine_chain
+from vllm_ascend_balance.wiring import activation, config, config_switch, engine_chain
 from vllm_ascend_balance.wiring.config import (
     ENABLE_EXAMPLE,
     ENV_SETTING,
     LEGACY_SETTING,
     SETTING,
     BalanceConfigError,
-    read_balance_setting,
 )
+from vllm_ascend_balance.wiring.config_read import read_balance_setting
 from vllm_ascend_balance.wiring.engine_hook import (
     gather_hook_installed,
     remove_gather_hook,
@@ -160,7 +160,7 @@ def test_non_boolean_is_a_one_line_error(value: Any, key: str) -> None:
 def test_legacy_key_accepted_with_deprecation_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger=config.logger.name):
+    with caplog.at_level(logging.WARNING, logger=config_switch.logger.name):
         setting = read_balance_setting(vllm_config({"enable_balance_scheduling": True}))
     assert (setting.enabled, setting.source) == (True, LEGACY_SETTING)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -201,7 +201,7 @@ def test_vllm_ascend_precedence(
         additional["enable_balance_scheduling"] = forms["legacy"]
     if "env" in forms:
         monkeypatch.setenv(ENV_SETTING, forms["env"])
-    with caplog.at_level(logging.WARNING, logger=config.logger.name):
+    with caplog.at_level(logging.WARNING, logger=config_switch.logger.name):
         setting = read_balance_setting(vllm_config(additional))
     assert (setting.enabled, setting.source) == expected
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -25,14 +25,14 @@ from hypothesis.errors import NoSuchExample
 
 from tests.support.vllm_objects import make_vllm_config
 from vllm_ascend_balance.tools import doctor
-from vllm_ascend_balance.wiring import activation, config
+from vllm_ascend_balance.wiring import activation, config, config_read
 from vllm_ascend_balance.wiring.config import (
     ENV_SETTING,
     OPTIONS,
     SWITCH,
     BalanceConfigError,
-    read_user_setting,
 )
+from vllm_ascend_balance.wiring.config_read import read_user_setting
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -193,7 +193,7 @@ def test_switch_off_with_a_bad_bound_warns_instead_of_refusing(
     # leave the package's records off caplog's handler.
     warned: list[str] = []
     monkeypatch.setattr(
-        config.logger, "warning", lambda msg, *args: warned.append(msg % args)
+        config_read.logger, "warning", lambda msg, *args: warned.append(msg % args)
     )
     additional = {"scheduler_config": {SWITCH: False, "balance_max_frozen_steps": 0}}
     setting = read_user_setting(additional, {})
@@ -227,7 +227,7 @@ def test_both_bounds_are_refused_in_one_line(where: str) -> None:
     both = {"balance_max_frozen_steps": 64, "balance_max_held_steps": 16}
     with pytest.raises(BalanceConfigError) as err:
         if where == "carried":
-            config.read_balance_setting(
+            config_read.read_balance_setting(
                 make_vllm_config(
                     additional_config={
                         config.CARRIED_KEY: {
@@ -318,7 +318,7 @@ def test_aligned_setting_travels_to_the_engines_and_composes() -> None:
         "balance_max_held_steps": 32,
     }
     setting = read_user_setting({"scheduler_config": section}, {})
-    again = config.read_balance_setting(
+    again = config_read.read_balance_setting(
         make_vllm_config(additional_config={config.CARRIED_KEY: setting.carried()})
     )
     assert again == setting
@@ -360,7 +360,7 @@ def test_off_refuses_only_the_switch_as_operating_md_says(
     accepts the other."""
     warned: list[str] = []
     monkeypatch.setattr(
-        config.logger, "warning", lambda msg, *args: warned.append(msg % args)
+        config_read.logger, "warning", lambda msg, *args: warned.append(msg % args)
     )
     off = {"scheduler_config": {SWITCH: False, "balance_max_frozen_stepz": 3}}
     assert not read_user_setting(off, {}).enabled

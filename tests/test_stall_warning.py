@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from tests.support.processes import join_processes, start_processes
-from vllm_ascend_balance.wiring import config
+from vllm_ascend_balance.wiring import config, config_read
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
@@ -246,14 +246,14 @@ def _config(value: Any) -> Any:
     ],
 )
 def test_stall_setting_accepted(value: Any, expected: float | None) -> None:
-    assert config.read_stall_warning_s(_config(value)) == expected
-    assert config.read_balance_setting(_config(value)).stall_warning_s == expected
+    assert config_read.read_stall_warning_s(_config(value)) == expected
+    assert config_read.read_balance_setting(_config(value)).stall_warning_s == expected
 
 
 @pytest.mark.parametrize("value", [-1, -0.5, True, False, "60", [], {}, float("inf")])
 def test_stall_setting_bad_value_is_a_one_line_error(value: Any) -> None:
     with pytest.raises(config.BalanceConfigError) as info:
-        config.read_balance_setting(_config(value))
+        config_read.read_balance_setting(_config(value))
     message = str(info.value)
     assert "\n" not in message
     for needle in (config.STALL_SETTING, "or 0", config.STALL_EXAMPLE):
@@ -264,7 +264,7 @@ def test_a_misspelled_stall_key_is_refused() -> None:
     cfg = _config("absent")
     cfg.additional_config["scheduler_config"]["balance_stall_warning"] = 5
     with pytest.raises(config.BalanceConfigError, match="balance_stall_warning_s"):
-        config.read_balance_setting(cfg)
+        config_read.read_balance_setting(cfg)
 
 
 def test_watchdog_off_starts_no_thread() -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.observability import metrics
-from vllm_ascend_balance.wiring import config
+from vllm_ascend_balance.wiring import config, config_read
 
 logger = init_logger(__name__)
 
@@ -91,7 +91,7 @@ class StallWatchdog:
         """
         dp_rank, model_name = metrics.engine_labels(engine)
         vllm_config = getattr(engine, "vllm_config", None)
-        threshold = config.read_stall_warning_s(vllm_config)
+        threshold = config_read.read_stall_warning_s(vllm_config)
         directory = metrics.engine_metrics_dir()
         gauge = None
         if directory is not None and threshold is not None:

@@ -53,9 +53,9 @@ from vllm_ascend_balance.wiring.config import (
     SETTING,
     STALL_SETTING,
     BalanceConfigError,
-    check_pd_mixed,
-    read_balance_setting,
 )
+from vllm_ascend_balance.wiring.config_read import read_balance_setting
+from vllm_ascend_balance.wiring.config_switch import check_pd_mixed
 from vllm_ascend_balance.wiring.engine_hook import install_gather_hook
 
 logger = init_logger(__name__)

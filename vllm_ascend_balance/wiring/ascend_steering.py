@@ -31,7 +31,7 @@ the gate's run-time tripwire and the coexistence tests are there for that.
 
 vllm-ascend applies a few checks only when its own balance is on; they are
 this package's now (:func:`check_exclusive`, and
-:func:`~vllm_ascend_balance.wiring.config.check_pd_mixed`). Where balance is not
+:func:`~vllm_ascend_balance.wiring.config_switch.check_pd_mixed`). Where balance is not
 requested nothing here runs.
 """
 
@@ -52,8 +52,8 @@ from vllm_ascend_balance.wiring.config import (
     SETTING,
     SWITCH,
     BalanceSetting,
-    read_balance_setting,
 )
+from vllm_ascend_balance.wiring.config_read import read_balance_setting
 
 logger = init_logger(__name__)
 
@@ -88,7 +88,7 @@ def steer(
 
     Raises:
         BalanceConfigError: the setting is malformed
-            (:func:`~vllm_ascend_balance.wiring.config.read_balance_setting`).
+            (:func:`~vllm_ascend_balance.wiring.config_read.read_balance_setting`).
     """
     additional = dict(additional_config or {})
     holder = _Config(additional)
