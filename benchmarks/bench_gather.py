@@ -12,7 +12,7 @@ only runs every N steps (N read from the installed release: the
 steps. This benchmark measures what the gather adds to every step.
 
 For each DP size, that many real processes are spawned (loopback only); each
-builds a real balance scheduler (``activation.compose_scheduler`` over the
+builds a real balance scheduler (``composition.compose_scheduler`` over the
 installed ``Scheduler``) and vLLM's own stateless gloo DP group
 (``ParallelConfig.stateless_init_dp_group()``, the ``ParallelConfig`` built in
 the parent and copied to every rank, as vLLM's engine launcher does), then
@@ -120,7 +120,7 @@ def _rank_main(
     from vllm.v1.core.sched.scheduler import Scheduler
 
     from tests.support.vllm_objects import make_request, make_scheduler
-    from vllm_ascend_balance.wiring.activation import compose_scheduler
+    from vllm_ascend_balance.wiring.composition import compose_scheduler
 
     scheduler: Any = make_scheduler(
         compose_scheduler(Scheduler), max_num_seqs=CAP, num_blocks=400

@@ -5,7 +5,7 @@
 
 The engine's gather hook calls ``HeldWait.after_gather(scheduler)`` once per
 active step, right after the gather. This times that call on a real balance
-scheduler (``activation.compose_scheduler`` over the installed
+scheduler (``composition.compose_scheduler`` over the installed
 ``Scheduler``) holding ``--running`` running and ``--waiting`` waiting
 requests, in the two states that cost differently: a frozen gather (one
 pass over the waiting queue) and an open one with nothing pending (a set of
@@ -40,7 +40,7 @@ from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 
 from tests.support.vllm_objects import make_request, make_scheduler  # noqa: E402
 from vllm_ascend_balance.observability.held_wait import HeldWait  # noqa: E402
-from vllm_ascend_balance.wiring.activation import compose_scheduler  # noqa: E402
+from vllm_ascend_balance.wiring.composition import compose_scheduler  # noqa: E402
 
 STEP_MS = 25.0
 

@@ -81,7 +81,7 @@ from tests.support.vllm_objects import (  # noqa: E402
     make_vllm_config,
 )
 from vllm_ascend_balance.gate.scheduler import SEAM, admission_cap  # noqa: E402
-from vllm_ascend_balance.wiring.activation import compose_scheduler  # noqa: E402
+from vllm_ascend_balance.wiring.composition import compose_scheduler  # noqa: E402
 
 GOAL = 1.01
 CAP = 256  # max_num_seqs: admission stops at the cap with long queues

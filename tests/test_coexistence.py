@@ -48,7 +48,13 @@ from tests.support.vllm_objects import (
     make_scheduler,
     make_vllm_config,
 )
-from vllm_ascend_balance.wiring import activation, ascend_steering, engine_chain
+from vllm_ascend_balance.wiring import (
+    activation,
+    activation_plan,
+    ascend_steering,
+    composition,
+    engine_chain,
+)
 from vllm_ascend_balance.wiring.config import (
     CARRIED_KEY,
     ENV_SETTING,
@@ -236,7 +242,7 @@ def test_vllm_ascend_one_gate_ours(
     and its decision function is its own (nothing of vllm-ascend patched);
     this package's hook and gate are (one gate, ours)."""
     cfg = _ascend_front_end(order, form, monkeypatch)
-    plan = activation.plan_activation(cfg)
+    plan = activation_plan.plan_activation(cfg)
     assert plan.active and plan.vllm_ascend is not None
     assert cfg.additional_config[CARRIED_KEY]["enabled"] is True
     assert _ascend_decides(cfg) is False
@@ -266,7 +272,7 @@ def test_negative_control_unsteered_two_gates(
     main: all three)."""
     monkeypatch.setattr(ascend_steering, "steer_engine_args", lambda *a: None)
     cfg = _ascend_front_end("ours-first", form, monkeypatch)
-    assert activation.plan_activation(cfg).active
+    assert activation_plan.plan_activation(cfg).active
     decides = _ascend_decides(cfg)
     if form == "nested" and not decides:
         pytest.skip("this vllm-ascend does not read the nested key itself")
@@ -359,7 +365,7 @@ def test_vllm_ascend_exclusive_settings_refused_with_balance(
         )
     cfg = make_vllm_config(data_parallel_size=2, additional_config=merged)
     with pytest.raises(activation.BalanceConfigError) as info:
-        activation.plan_activation(cfg)
+        activation_plan.plan_activation(cfg)
     message = str(info.value)
     assert "\n" not in message
     key = "dyntra_lb_config" if "dyntra" in str(additional) else "recompute"
@@ -480,9 +486,9 @@ def test_vllm_ascend_short_request_first_composes_with_the_gate(
         }
     }
     cfg = _ascend_front_end("ascend-first", "nested", monkeypatch, extra=srf)
-    plan = activation.plan_activation(cfg)
+    plan = activation_plan.plan_activation(cfg)
     assert plan.active
-    cls = activation.compose_scheduler(plan.scheduler_cls)
+    cls = composition.compose_scheduler(plan.scheduler_cls)
     sched = make_scheduler(cls, vllm_config=cfg)
     if type(sched.waiting).__name__ != SRF_QUEUE:
         pytest.skip(

@@ -25,7 +25,12 @@ from hypothesis.errors import NoSuchExample
 
 from tests.support.vllm_objects import make_vllm_config
 from vllm_ascend_balance.tools import doctor
-from vllm_ascend_balance.wiring import activation, config, config_read
+from vllm_ascend_balance.wiring import (
+    activation_plan,
+    composition,
+    config,
+    config_read,
+)
 from vllm_ascend_balance.wiring.config import (
     ENV_SETTING,
     OPTIONS,
@@ -164,7 +169,7 @@ def test_the_bound_shows_in_the_plan_and_in_doctor(
     form: str, position: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     additional, _ = build(form, "balance_max_frozen_steps", position, 64)
-    plan = activation.plan_activation(
+    plan = activation_plan.plan_activation(
         make_vllm_config(data_parallel_size=2, additional_config=additional)
     )
     assert plan.max_frozen_steps == 64
@@ -249,13 +254,13 @@ def test_both_bounds_are_refused_in_one_line(where: str) -> None:
 
 def test_the_held_bound_reaches_the_composed_class() -> None:
     additional = {"scheduler_config": {SWITCH: True, "balance_max_held_steps": 16}}
-    plan = activation.plan_activation(
+    plan = activation_plan.plan_activation(
         make_vllm_config(data_parallel_size=2, additional_config=additional)
     )
     assert (plan.max_held_steps, plan.max_frozen_steps) == (16, None)
     assert any("balance_max_held_steps" in note for note in plan.notes)
     assert plan.scheduler_cls is not None
-    cls = activation.compose_scheduler(plan.scheduler_cls, None, "all_gather", 16)
+    cls = composition.compose_scheduler(plan.scheduler_cls, None, "all_gather", 16)
     assert (cls.balance_max_held_steps, cls.balance_max_frozen_steps) == (16, None)
 
 
@@ -324,7 +329,7 @@ def test_aligned_setting_travels_to_the_engines_and_composes() -> None:
     assert again == setting
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    cls = activation.compose_scheduler(
+    cls = composition.compose_scheduler(
         Scheduler,
         max_held_steps=32,
         policy="aligned",

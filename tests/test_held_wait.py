@@ -39,7 +39,7 @@ from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler
 from vllm_ascend_balance.observability import metrics, stats_carrier
 from vllm_ascend_balance.observability.held_wait import HeldWait
-from vllm_ascend_balance.wiring import activation
+from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -64,7 +64,7 @@ class Run:
 
 
 def _gated(**config: Any) -> Any:
-    return make_scheduler(activation.compose_scheduler(Scheduler), **config)
+    return make_scheduler(composition.compose_scheduler(Scheduler), **config)
 
 
 def run_steps(
@@ -227,7 +227,7 @@ def _kv_consumer_scheduler() -> Any:
     )
     config.cache_config.kv_cache_layout = "LBNHC"  # as upstream's connector tests
     scheduler = make_scheduler(
-        activation.compose_scheduler(Scheduler), vllm_config=config
+        composition.compose_scheduler(Scheduler), vllm_config=config
     )
     if not hasattr(scheduler, "kv_holding_waiting"):
         pytest.skip("this release has no kv_holding_waiting queue")

@@ -33,7 +33,7 @@ from vllm_ascend_balance.replay.pipeline.workload import builtin_requests, load_
 from vllm_ascend_balance.replay.sim import dp_group
 from vllm_ascend_balance.replay.sim.fleet import SimOptions, SimResult, simulate
 from vllm_ascend_balance.replay.sim.routing import Router
-from vllm_ascend_balance.wiring.activation import compose_scheduler
+from vllm_ascend_balance.wiring.composition import compose_scheduler
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

@@ -71,7 +71,7 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
     from tests.support.model_outputs import fake_model_output
     from tests.support.vllm_objects import make_request, make_scheduler
     from vllm_ascend_balance.observability import metrics
-    from vllm_ascend_balance.wiring import activation
+    from vllm_ascend_balance.wiring import composition
     from vllm_ascend_balance.wiring.engine_hook import install_gather_hook
 
     work = Path(workdir)
@@ -86,7 +86,7 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
     parallel_config.data_parallel_rank_local = rank
     group = parallel_config.stateless_init_dp_group()
     scheduler: Any = make_scheduler(
-        activation.compose_scheduler(Scheduler), max_num_seqs=3, num_blocks=400
+        composition.compose_scheduler(Scheduler), max_num_seqs=3, num_blocks=400
     )
     install_gather_hook(DPEngineCoreProc)
     engine: Any = DPEngineCoreProc.__new__(DPEngineCoreProc)  # no executor, no ZMQ

@@ -311,11 +311,7 @@ def run(args: argparse.Namespace) -> int:
     _print_install()
     from vllm_ascend_balance.gate.scheduler import SEAM
     from vllm_ascend_balance.wiring import ascend_steering
-    from vllm_ascend_balance.wiring.activation import (
-        has_seam,
-        plan_activation,
-        policy_line,
-    )
+    from vllm_ascend_balance.wiring.activation_plan import plan_activation, policy_line
     from vllm_ascend_balance.wiring.ascend_steering import steer_vllm_config
     from vllm_ascend_balance.wiring.config import (
         MAX_FROZEN_SETTING,
@@ -323,6 +319,7 @@ def run(args: argparse.Namespace) -> int:
         POLICY_SETTING,
         BalanceConfigError,
     )
+    from vllm_ascend_balance.wiring.reach import has_seam
 
     print(f"seam present:          {has_seam()} (Scheduler.{SEAM})")
     print(f"plugin registered:     {_plugin_registered()} ({ENTRY_POINT_GROUP})")

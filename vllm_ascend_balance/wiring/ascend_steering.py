@@ -191,7 +191,7 @@ def check_exclusive(vllm_config: Any) -> str | None:
     them: the nested ``scheduler_config`` section first, then the legacy top
     level. ``profiling_chunk_config`` is not among them: its scheduler is
     judged like any ``scheduler_cls``, by whether its ``schedule()`` reaches
-    the seam (:func:`~vllm_ascend_balance.wiring.activation.unreachable_gate`)."""
+    the seam (:func:`~vllm_ascend_balance.wiring.reach.unreachable_gate`)."""
     additional = getattr(vllm_config, "additional_config", None) or {}
     sched = additional.get("scheduler_config")
     sched = sched if isinstance(sched, Mapping) else {}

@@ -118,8 +118,9 @@ def _vllm_config(
 def scheduler_class(vllm_config: Any) -> type:
     """The class a DP engine core builds for ``vllm_config``: activation's own
     plan and composition (the balance mixin only where balance applies)."""
-    from vllm_ascend_balance.wiring.activation import compose_scheduler, plan_activation
+    from vllm_ascend_balance.wiring.activation_plan import plan_activation
     from vllm_ascend_balance.wiring.ascend_steering import hide_env, steer_vllm_config
+    from vllm_ascend_balance.wiring.composition import compose_scheduler
 
     # What the front-end hands the engines, and what each engine process
     # does with its environment (all "engines" share this process).
