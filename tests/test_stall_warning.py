@@ -70,12 +70,12 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
 
     from tests.support.model_outputs import fake_model_output
     from tests.support.vllm_objects import make_request, make_scheduler
-    from vllm_ascend_balance.observability import metrics
+    from vllm_ascend_balance.observability import metrics_dirs
     from vllm_ascend_balance.wiring import composition
     from vllm_ascend_balance.wiring.engine_hook import install_gather_hook
 
     work = Path(workdir)
-    os.environ[metrics.METRICS_DIR_ENV] = str(work / "metrics")
+    os.environ[metrics_dirs.METRICS_DIR_ENV] = str(work / "metrics")
     handler = logging.FileHandler(work / f"rank{rank}.log")
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     package_logger = logging.getLogger("vllm.vllm_ascend_balance")

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.observability import metrics
+from vllm_ascend_balance.observability import exported_series, metrics, metrics_dirs
 from vllm_ascend_balance.wiring import config, config_read
 
 logger = init_logger(__name__)
@@ -92,12 +92,12 @@ class StallWatchdog:
         dp_rank, model_name = metrics.engine_labels(engine)
         vllm_config = getattr(engine, "vllm_config", None)
         threshold = config_read.read_stall_warning_s(vllm_config)
-        directory = metrics.engine_metrics_dir()
+        directory = metrics_dirs.engine_metrics_dir()
         gauge = None
         if directory is not None and threshold is not None:
             gauge = metrics.open_gauge(
                 directory,
-                metrics.WAIT_SERIES,
+                exported_series.WAIT_SERIES,
                 [model_name, str(dp_rank)],
                 "balancewait",
             )

@@ -38,14 +38,14 @@ from collections.abc import Callable
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.observability import metrics
+from vllm_ascend_balance.observability import exported_series
 from vllm_ascend_balance.observability.held_wait import HeldWait
 
 logger = init_logger(__name__)
 
 KEY = "vllm_ascend_balance"
-_COUNTERS = tuple(s for s in metrics.SERIES if s.kind == "counter")
-_GAUGES = tuple(s for s in metrics.SERIES if s.kind == "gauge")
+_COUNTERS = tuple(s for s in exported_series.SERIES if s.kind == "counter")
+_GAUGES = tuple(s for s in exported_series.SERIES if s.kind == "gauge")
 _WRAPPED = "__vab_carrier__"
 
 
@@ -147,7 +147,7 @@ def _stat_logger_class() -> type:
             if self._metrics is None:
                 self._metrics = self._create()
             labels = (self.model_name, str(engine_idx))
-            for series in (*_COUNTERS, *_GAUGES, *metrics.HISTOGRAMS):
+            for series in (*_COUNTERS, *_GAUGES, *exported_series.HISTOGRAMS):
                 self._metrics[series.attr].labels(*labels)
             return self._metrics
 
@@ -158,21 +158,21 @@ def _stat_logger_class() -> type:
             created: dict[str, Any] = {}
             for series in _COUNTERS:
                 created[series.attr] = Counter(
-                    series.name, series.help, list(metrics.LABELS), **where
+                    series.name, series.help, list(exported_series.LABELS), **where
                 )
             for series in _GAUGES:
                 created[series.attr] = Gauge(
                     series.name,
                     series.help,
-                    list(metrics.LABELS),
+                    list(exported_series.LABELS),
                     multiprocess_mode="mostrecent",
                     **where,
                 )
-            for series in metrics.HISTOGRAMS:
+            for series in exported_series.HISTOGRAMS:
                 created[series.attr] = Histogram(
                     series.name,
                     series.help,
-                    list(metrics.LABELS),
+                    list(exported_series.LABELS),
                     buckets=series.buckets,
                     **where,
                 )
@@ -196,7 +196,7 @@ def _stat_logger_class() -> type:
                     created[series.attr].labels(*labels).inc(delta)
             for series in _GAUGES:
                 created[series.attr].labels(*labels).set(payload.get(series.attr, 0.0))
-            for series in metrics.HISTOGRAMS:
+            for series in exported_series.HISTOGRAMS:
                 histogram = created[series.attr].labels(*labels)
                 for value in payload.get(series.attr, ()):
                     histogram.observe(value)

@@ -34,7 +34,7 @@ from typing import Any
 import vllm.v1.engine.core as engine_core_mod
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.observability import metrics, stats_carrier
+from vllm_ascend_balance.observability import metrics_dirs, stats_carrier
 from vllm_ascend_balance.wiring import ascend_steering, engine_chain
 from vllm_ascend_balance.wiring.activation_plan import plan_activation
 from vllm_ascend_balance.wiring.composition import compose_scheduler
@@ -109,7 +109,7 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
         else:
             engine_chain.uninstall(run_engine_core)
         if plan.active:
-            metrics.serve_from_front_end()
+            metrics_dirs.serve_from_front_end()
             if not getattr(self, "disable_log_stats", True):
                 stats_carrier.install_front_end()
         return vllm_config
