@@ -25,15 +25,11 @@ import gc
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-# This checkout first on the import path (whichever checkout the lane venv's
-# editable install names).
-_CHECKOUT = str(Path(__file__).resolve().parents[1])
-if sys.path[:1] != [_CHECKOUT]:
-    sys.path.insert(0, _CHECKOUT)
+if not __package__:  # run as a script: this checkout first (_checkout.py)
+    import _checkout  # noqa: F401
 os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402

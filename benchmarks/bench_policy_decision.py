@@ -34,14 +34,12 @@ import gc
 import json
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-_CHECKOUT = str(Path(__file__).resolve().parents[1])
-if sys.path[:1] != [_CHECKOUT]:
-    sys.path.insert(0, _CHECKOUT)
+if not __package__:  # run as a script: this checkout first (_checkout.py)
+    import _checkout  # noqa: F401
 
 import torch  # noqa: E402
 
