@@ -49,7 +49,6 @@ from typing import Any
 if not __package__:  # run as a script: this checkout first (_checkout.py)
     import _checkout  # noqa: F401
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 from benchmarks.gather.strace_messages import MARK, parse_trace  # noqa: E402
 
