@@ -14,11 +14,14 @@ change the verdict):
   longer needed fails too, so the list only shrinks;
 - no import cycle between the package's modules, counting every import
   statement, those inside functions too (an import moved into a function
-  only defers a cycle).
+  only defers a cycle);
+- the replay's two engine rooms (``replay/real/``, ``replay/sim/``) never
+  import each other, and the pipeline (``replay/pipeline/``) imports
+  neither: it loads the engine ``--engine`` names by its registry.
 
 Negative controls: a synthetic package with a cycle, an oversized module, a
-room without a docstring, and a stale allow-list entry, each of which the
-matching check must report.
+room without a docstring, a stale allow-list entry and a pipeline that
+imports an engine room, each of which the matching check must report.
 """
 
 from __future__ import annotations
@@ -168,6 +171,33 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+#: room -> the rooms it must not import (the replay's engine seam).
+SEPARATE = {
+    "replay.pipeline": ("replay.real", "replay.sim"),
+    "replay.real": ("replay.sim",),
+    "replay.sim": ("replay.real",),
+}
+
+
+def crossings(
+    graph: dict[str, set[str]], package: str, separate: dict[str, tuple[str, ...]]
+) -> list[str]:
+    """``a -> b`` for each import from a room to a room it must not import."""
+
+    def room(module: str) -> str | None:
+        return next((r for r in separate if module.startswith(f"{package}.{r}.")), None)
+
+    def within(module: str, rooms: tuple[str, ...]) -> bool:
+        return any(module.startswith(f"{package}.{r}.") for r in rooms)
+
+    return [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if (r := room(module)) is not None and within(target, separate[r])
+    ]
+
+
 def test_every_room_names_its_job() -> None:
     assert rooms_without_docstring(REPO_ROOT, PACKAGE) == []
 
@@ -180,6 +210,11 @@ def test_no_import_cycle() -> None:
     graph = import_graph(REPO_ROOT, PACKAGE)
     assert len(graph) > 50  # the package was found and read
     assert cycles(graph) == []
+
+
+def test_the_replay_engines_stay_behind_their_seam() -> None:
+    graph = import_graph(REPO_ROOT, PACKAGE)
+    assert crossings(graph, PACKAGE, SEPARATE) == []
 
 
 # -- negative controls: a synthetic package with each fault ------------------
@@ -249,4 +284,29 @@ def test_negative_control_a_room_without_docstring_is_found(tmp_path: Path) -> N
         "pkg/empty/__init__.py: no docstring naming the room's job",
         "pkg/missing/: no __init__.py",
         "pkg/silent/__init__.py: no docstring naming the room's job",
+    ]
+
+
+def test_negative_control_a_pipeline_importing_an_engine_is_found(
+    tmp_path: Path,
+) -> None:
+    root = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": '"""The package."""\n',
+            "pkg/replay/__init__.py": '"""Replay."""\n',
+            "pkg/replay/pipeline/__init__.py": '"""Pipeline."""\n',
+            "pkg/replay/pipeline/run.py": "from pkg.replay.sim import engine\n",
+            "pkg/replay/pipeline/ok.py": "from pkg.replay.model import cost\n",
+            "pkg/replay/sim/__init__.py": '"""Sim."""\n',
+            "pkg/replay/sim/engine.py": "def f():\n    import pkg.replay.real.engine\n",
+            "pkg/replay/real/__init__.py": '"""Real."""\n',
+            "pkg/replay/real/engine.py": "from pkg.replay.pipeline import ok\n",
+            "pkg/replay/model/__init__.py": '"""Model."""\n',
+            "pkg/replay/model/cost.py": "",
+        },
+    )
+    assert crossings(import_graph(root, "pkg"), "pkg", SEPARATE) == [
+        "pkg.replay.pipeline.run -> pkg.replay.sim.engine",
+        "pkg.replay.sim.engine -> pkg.replay.real.engine",
     ]
