@@ -5,14 +5,15 @@
 checkout the lane venv's editable install names (CONTRIBUTING.md, "Two
 checkouts, one cache"). Every benchmark starts with::
 
-    if not __package__:  # run as a script: this checkout first (_checkout.py)
+    if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
         import _checkout  # noqa: F401
 
-Run as a script, a benchmark's own folder is ``sys.path[0]``, so the import
-finds this file, which puts the checkout first on ``sys.path`` (this
-process) and on ``PYTHONPATH`` (every process the benchmark starts).
-Imported as ``benchmarks.x`` (tests, ``python -m``), the checkout is already
-first and nothing is done.
+Run as a script (or loaded from its path, as some tests do), the import
+finds this file next to the benchmark, which puts the checkout first on
+``sys.path`` (this process) and on ``PYTHONPATH`` (every process the
+benchmark starts). Imported as ``benchmarks.x`` (tests, ``python -m``), the
+checkout is already first and nothing is done.
 """
 
 from __future__ import annotations

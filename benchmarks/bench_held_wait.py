@@ -25,10 +25,12 @@ import gc
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
-if not __package__:  # run as a script: this checkout first (_checkout.py)
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _checkout  # noqa: F401
 os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 

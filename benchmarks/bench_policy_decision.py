@@ -34,11 +34,13 @@ import gc
 import json
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-if not __package__:  # run as a script: this checkout first (_checkout.py)
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _checkout  # noqa: F401
 
 import torch  # noqa: E402

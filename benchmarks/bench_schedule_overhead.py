@@ -48,7 +48,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if not __package__:  # run as a script: this checkout first (_checkout.py)
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _checkout  # noqa: F401
 
 # Tables on stdout, vLLM's import-time notices on stderr (an explicit

@@ -29,7 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-if not __package__:  # run as a script: this checkout first (_checkout.py)
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _checkout  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
