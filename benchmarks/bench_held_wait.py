@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Per-gather cost of the held-wait tracker (``vllm_ascend_balance.held_wait``).
+"""Per-gather cost of the held-wait tracker
+(``vllm_ascend_balance.observability.held_wait``).
 
 The engine's gather hook calls ``HeldWait.after_gather(scheduler)`` once per
 active step, right after the gather. This times that call on a real balance
-scheduler (``activation.compose_scheduler`` over the installed
+scheduler (``composition.compose_scheduler`` over the installed
 ``Scheduler``) holding ``--running`` running and ``--waiting`` waiting
 requests, in the two states that cost differently: a frozen gather (one
 pass over the waiting queue) and an open one with nothing pending (a set of
@@ -28,18 +29,16 @@ import sys
 import time
 from pathlib import Path
 
-# This checkout first on the import path (whichever checkout the lane venv's
-# editable install names).
-_CHECKOUT = str(Path(__file__).resolve().parents[1])
-if sys.path[:1] != [_CHECKOUT]:
-    sys.path.insert(0, _CHECKOUT)
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _checkout  # noqa: F401
 os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 
 from tests.support.vllm_objects import make_request, make_scheduler  # noqa: E402
-from vllm_ascend_balance.activation import compose_scheduler  # noqa: E402
-from vllm_ascend_balance.held_wait import HeldWait  # noqa: E402
+from vllm_ascend_balance.observability.held_wait import HeldWait  # noqa: E402
+from vllm_ascend_balance.wiring.composition import compose_scheduler  # noqa: E402
 
 STEP_MS = 25.0
 

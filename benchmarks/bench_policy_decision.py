@@ -3,7 +3,7 @@
 """Per-rank cost of the gate's decision at a large DP size.
 
 Every active step each rank runs one exchange, then its policy's
-``decide()`` (:mod:`vllm_ascend_balance.policies`) on the exchange's summary
+``decide()`` (:mod:`vllm_ascend_balance.gate.policies`) on the exchange's summary
 of the gathered tensor. This times, per rank and per step, at ``--dp`` ranks
 (default 256):
 
@@ -12,7 +12,7 @@ of the gathered tensor. This times, per rank and per step, at ``--dp`` ranks
 - ``harness``: the timing loop's own call on the same inputs, doing
   nothing (the floor under ``decide``);
 - ``summary``: the summary of a gathered ``(dp, 1 + flags)`` int64 tensor as
-  :func:`~vllm_ascend_balance.collectives.gather_extremes` computes it
+  :func:`~vllm_ascend_balance.gate.collectives.gather_extremes` computes it
   (max/min of the running column, "any" of each flag column): the same
   code for every policy, shown for scale.
 
@@ -39,18 +39,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-_CHECKOUT = str(Path(__file__).resolve().parents[1])
-if sys.path[:1] != [_CHECKOUT]:
-    sys.path.insert(0, _CHECKOUT)
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _checkout  # noqa: F401
 
 import torch  # noqa: E402
 
-from vllm_ascend_balance.policies import (  # noqa: E402
-    POLICIES,
-    Gathered,
-    Knobs,
-    make_policy,
-)
+from vllm_ascend_balance.gate.policies import POLICIES, Gathered, Knobs, make_policy  # noqa: E402
 
 CAP = 16
 BUDGET_NS = 1000.0

@@ -36,16 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-# This checkout first on the import path, here and in every process this
-# script starts (PYTHONPATH), whichever checkout the lane venv's editable
-# install names: `$venv/bin/python benchmarks/x.py` runs the code next to it.
-_CHECKOUT = str(Path(__file__).resolve().parents[1])
-if sys.path[:1] != [_CHECKOUT]:
-    sys.path.insert(0, _CHECKOUT)
-if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != _CHECKOUT:
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [_CHECKOUT, os.environ.get("PYTHONPATH")])
-    )
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _checkout  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRACE = REPO_ROOT / "tests/data/azure_llm_inference_2023_conv_first10min.csv"
@@ -55,12 +48,12 @@ LOAD_PER_RANK = 1 / 3
 
 
 def run_one(dp: int, balance: bool, limit: int | None) -> dict[str, Any]:
-    from vllm_ascend_balance.replay.join import join_run
-    from vllm_ascend_balance.replay.metrics import run_metrics
-    from vllm_ascend_balance.replay.modes import Mode
-    from vllm_ascend_balance.replay.records import RunRecords
+    from vllm_ascend_balance.replay.pipeline.join import join_run
+    from vllm_ascend_balance.replay.pipeline.metrics import run_metrics
+    from vllm_ascend_balance.replay.pipeline.modes import Mode
+    from vllm_ascend_balance.replay.pipeline.records import RunRecords
+    from vllm_ascend_balance.replay.pipeline.workload import load_workload
     from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
-    from vllm_ascend_balance.replay.workload import load_workload
 
     rate_scale = dp * LOAD_PER_RANK
     workload = load_workload(

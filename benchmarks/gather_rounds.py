@@ -16,7 +16,7 @@ gloo's source (``gloo/allgather.cc``, ``gloo/allreduce.cc``, the ones
   are skipped, so each rank sends it once or twice per phase, but each send
   waits for the previous rank's: 2(N-1) sequential hops.
 - the package's opt-in ``all_reduce_max``
-  (:mod:`vllm_ascend_balance.collectives`): dissemination, ceil(log2 N)
+  (:mod:`vllm_ascend_balance.gate.collectives`): dissemination, ceil(log2 N)
   rounds of one send + one receive, to a different peer each round.
 
 Confirmation: every rank process attaches ``strace -f`` to itself (all its
@@ -46,23 +46,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-# This checkout first on the import path, here and in every process this
-# script starts (PYTHONPATH), whichever checkout the lane venv's editable
-# install names: `$venv/bin/python benchmarks/x.py` runs the code next to it.
-_CHECKOUT = str(Path(__file__).resolve().parents[1])
-if sys.path[:1] != [_CHECKOUT]:
-    sys.path.insert(0, _CHECKOUT)
-if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != _CHECKOUT:
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [_CHECKOUT, os.environ.get("PYTHONPATH")])
-    )
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _checkout  # noqa: F401
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
-GLOO_HEADER_BYTES = 48  # sizeof(gloo::transport::tcp::Op), every message's header
-MARK = "/vab-gather-rounds-mark"
+from benchmarks.gather.strace_messages import MARK, parse_trace  # noqa: E402
+
 JOIN_TIMEOUT_S = 600  # hang guard only
 #: The collectives counted: name -> modeled sequential rounds for N ranks.
 OPS = ("all_gather", "all_gather_into_tensor", "all_reduce_sum", "all_reduce_max")
@@ -110,7 +100,7 @@ def _ops(group: Any, rank: int) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from vllm_ascend_balance.collectives import reduce_extremes
+    from vllm_ascend_balance.gate.collectives import reduce_extremes
 
     n = group.size()
     slots = list(torch.zeros(n, dtype=torch.int64).split(1))
@@ -188,48 +178,6 @@ def _rank_main(
         group.shutdown()
         del store
     os._exit(0)
-
-
-_WRITEV = re.compile(r"writev\((\d+), \[(.*?)\], (\d+)")
-_READ = re.compile(
-    r"recvfrom(?:\((\d+), | resumed>).*?, (\d+), \d+, NULL, NULL\) = (\d+)"
-)
-
-
-def parse_trace(text: str, calls: int) -> dict[str, dict[str, float]]:
-    """Per op: data messages sent and received per call, distinct send
-    sockets, from one rank's strace between the markers."""
-    result: dict[str, dict[str, float]] = {}
-    current: str | None = None
-    sends = reads = 0
-    fds: set[str] = set()
-    for line in text.splitlines():
-        if MARK in line:
-            match = re.search(re.escape(MARK) + r"/([a-z_]+)/(begin|end)", line)
-            if match is None:
-                continue
-            name, edge = match.groups()
-            if edge == "begin":
-                current, sends, reads, fds = name, 0, 0, set()
-            elif current == name:
-                result[name] = {
-                    "sent": sends / calls,
-                    "received": reads / calls,
-                    "send_peers": len(fds),
-                }
-                current = None
-            continue
-        if current is None:
-            continue
-        write = _WRITEV.search(line)
-        if write and int(write[3]) >= 2:  # header + payload: a data message
-            sends += 1
-            fds.add(write[1])
-            continue
-        read = _READ.search(line)
-        if read and int(read[2]) != GLOO_HEADER_BYTES and int(read[3]) > 0:
-            reads += 1
-    return result
 
 
 def count_rounds(

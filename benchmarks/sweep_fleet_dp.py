@@ -58,16 +58,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-# This checkout first on the import path, here and in every process this
-# script starts (PYTHONPATH), whichever checkout the lane venv's editable
-# install names: `$venv/bin/python benchmarks/x.py` runs the code next to it.
-_CHECKOUT = str(Path(__file__).resolve().parents[1])
-if sys.path[:1] != [_CHECKOUT]:
-    sys.path.insert(0, _CHECKOUT)
-if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != _CHECKOUT:
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [_CHECKOUT, os.environ.get("PYTHONPATH")])
-    )
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _checkout  # noqa: F401
+
+from benchmarks.fleet.table import markdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = "tests/data/azure_llm_inference_2023_conv.csv"
@@ -97,7 +92,7 @@ def replay_argv(dp: int, window_s: float, trace: str) -> list[str]:
 def largest_window(trace: str, dp: int) -> int:
     """Whole modeled seconds of arrivals the trace holds at ``--rate-scale
     dp/3``."""
-    from vllm_ascend_balance.replay.workload import load_workload
+    from vllm_ascend_balance.replay.pipeline.workload import load_workload
 
     workload = load_workload(
         str(ROOT / trace),
@@ -125,10 +120,10 @@ def _metrics_json(metrics: Any) -> dict[str, Any]:
 
 def run_row(dp: int, window_s: float, trace: str, progress: Any) -> dict[str, Any]:
     """Both modes of one DP size, in this process, with the replay's code."""
-    from vllm_ascend_balance.replay.engine import load_engine
-    from vllm_ascend_balance.replay.metrics import run_metrics
-    from vllm_ascend_balance.replay.options import parse
-    from vllm_ascend_balance.replay.records import RunStatus
+    from vllm_ascend_balance.replay.pipeline.engine import load_engine
+    from vllm_ascend_balance.replay.pipeline.metrics import run_metrics
+    from vllm_ascend_balance.replay.pipeline.options import parse
+    from vllm_ascend_balance.replay.pipeline.records import RunStatus
 
     argv = replay_argv(dp, window_s, trace)
     options = parse(argv)
@@ -177,94 +172,6 @@ def run_row(dp: int, window_s: float, trace: str, progress: Any) -> dict[str, An
     return row
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f} %"
-
-
-def _ms(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:,.0f}" if x >= 1000 else f"{x:.1f}"
-
-
-def _change(off: float | None, on: float | None) -> str:
-    """``off → on (relative change)``."""
-    if off is None or on is None:
-        return "-"
-    rel = f" ({100 * (on - off) / off:+.0f} %)" if off else ""
-    return f"{_ms(off)} → {_ms(on)}{rel}"
-
-
-COLUMNS = (
-    "DP",
-    "requests (offered per rank per s: requests / output tokens)",
-    "steps off / on",
-    "frozen (on)",
-    "slowest rank mixed P+D off → on",
-    "TPOT p50 ms off → on",
-    "TPOT p99 ms off → on",
-    "TTFT p50 ms off → on",
-    "TTFT p99 ms off → on",
-    "output tok/s off → on",
-    "running/rank mean off / on",
-    "wall s (both modes)",
-)
-
-
-def table_row(row: dict[str, Any]) -> str:
-    off, on = row["runs"]["off"], row["runs"]["on"]
-    done = all(r["completed"] == row["requests"] for r in (off, on))
-    cells = [
-        str(row["dp"]),
-        f"{row['requests']:,}{'' if done else ' (INCOMPLETE)'} "
-        f"({row['arrivals_per_rank_s']:.2f} / {row['output_tokens_per_rank_s']:.0f})",
-        f"{off['steps']:,} / {on['steps']:,}",
-        _pct(on["frozen_share"]),
-        f"{_pct(off['mixed_share'])} → {_pct(on['mixed_share'])}",
-        _change(off["tpot_p50_ms"], on["tpot_p50_ms"]),
-        _change(off["tpot_p99_ms"], on["tpot_p99_ms"]),
-        _change(off["ttft_p50_ms"], on["ttft_p50_ms"]),
-        _change(off["ttft_p99_ms"], on["ttft_p99_ms"]),
-        _change(off["output_tokens_per_s"], on["output_tokens_per_s"]),
-        f"{off['running_mean']:.1f} / {on['running_mean']:.1f}",
-        f"{row['wall_s']:,.0f}",
-    ]
-    return "| " + " | ".join(cells) + " |"
-
-
-def markdown(
-    rows: list[dict[str, Any]], window_s: float, command: str, wall_s: float
-) -> str:
-    lines = [
-        "<!-- written by benchmarks/sweep_fleet_dp.py -->",
-        f"Simulated engine, `--routing vllm`, cap {CAP}/rank, Azure conversation "
-        f"trace 2023 (whole hour), `--rate-scale N/3` (each rank gets the DP 4 "
-        f"example's arrival rate) and the same arrival window for every N: "
-        f"{window_s:g} modeled s (`--duration {window_s:g} * N/3` s of the "
-        f"trace). One run per mode: the simulation is deterministic, so there "
-        f"is no run-to-run noise and every difference is the model's. Relative "
-        f"changes in parentheses; TTFT in ms.",
-        "",
-        f"`{command}`",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|---" * len(COLUMNS) + "|",
-        *(table_row(r) for r in rows),
-        "",
-        f"Wall: {wall_s:,.0f} s for these rows (both modes, one process; the "
-        "only numbers that depend on the machine and its load).",
-        "",
-        "Replay command of each row (same numbers; `--json`, `--plot` to keep them):",
-        "",
-        *(f"- DP {r['dp']}: `{r['command']}`" for r in rows),
-        "",
-        "Trace: Azure LLM inference trace 2023 (Azure Public Dataset; Patel et "
-        'al., "Splitwise: Efficient generative LLM inference using phase '
-        'splitting", ISCA 2024), licensed CC-BY 4.0.',
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dp", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
@@ -285,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--window must be > 0")
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr
+    from vllm_ascend_balance.replay.pipeline.environment import vllm_logs_to_stderr
 
     window = args.window or largest_window(args.trace, max(args.dp))
     started = time.monotonic()
@@ -314,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rows": rows,
             }
             args.json.write_text(json.dumps(payload, indent=1))
-            table = markdown(rows, window, command, wall)
+            table = markdown(rows, window, command, wall, CAP)
             args.markdown.write_text(table)
     print(table)
     return 0

@@ -23,23 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-# This checkout first on the import path, here and in every process this
-# script starts (PYTHONPATH), whichever checkout the lane venv's editable
-# install names: `$venv/bin/python benchmarks/x.py` runs the code next to it.
-_CHECKOUT = str(Path(__file__).resolve().parents[1])
-if sys.path[:1] != [_CHECKOUT]:
-    sys.path.insert(0, _CHECKOUT)
-if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != _CHECKOUT:
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [_CHECKOUT, os.environ.get("PYTHONPATH")])
-    )
+if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _checkout  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS: dict[str, list[str]] = {

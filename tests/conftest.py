@@ -35,7 +35,7 @@ def _process_state_restored():
     import vllm.v1.core.sched.scheduler as sched_mod
     import vllm.v1.engine.core as engine_core_mod
 
-    from vllm_ascend_balance.config import ENV_SETTING
+    from vllm_ascend_balance.wiring.config import ENV_SETTING
 
     scheduler = sched_mod.Scheduler
     # vllm-ascend's patch also wraps run_engine_core and may swap the

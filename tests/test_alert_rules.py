@@ -6,7 +6,8 @@ Real ``promtool`` (Debian's ``prometheus`` package, installed by the test's
 setup when missing: tests/support/prometheus.py):
 
 - ``promtool check rules`` accepts the file: three alerts, each over series
-  this package exports (:func:`vllm_ascend_balance.metrics.exported_names`);
+  this package exports
+  (:func:`vllm_ascend_balance.observability.exported_series.exported_names`);
 - ``promtool test rules docs/observability/alerts_test.yml`` passes: each
   alert fires on a synthetic faulty series and stays quiet on the healthy
   series next to it (and, for the freeze, on a bounded freeze);
@@ -28,7 +29,7 @@ import yaml
 
 from tests.support import prometheus
 from tests.support.lanes import REPO_ROOT
-from vllm_ascend_balance import metrics
+from vllm_ascend_balance.observability import exported_series
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -77,7 +78,7 @@ def test_rules_check(promtool: str) -> None:
 def test_rules_name_exported_series_only() -> None:
     rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
     assert {rule["alert"] for rule in rules} == ALERTS
-    exported = metrics.exported_names()
+    exported = exported_series.exported_names()
     for rule in rules:
         names = re.findall(r"vllm:[a-z_]+", rule["expr"])
         assert names and set(names) <= exported, rule["expr"]

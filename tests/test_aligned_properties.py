@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Property tests of the opt-in ``aligned`` policy (``balance_policy:
-"aligned"``, :class:`~vllm_ascend_balance.policies.Aligned`).
+"aligned"``, :class:`~vllm_ascend_balance.gate.policies.Aligned`).
 
 Several real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step
 in lock step in this process through generated workloads (the lock-step
@@ -49,10 +49,10 @@ from tests.test_gate_properties import (
     hypothesis_settings,
     lockstep_scenarios,
 )
-from vllm_ascend_balance import activation
-from vllm_ascend_balance.policies import Aligned, Gathered, Knobs
+from vllm_ascend_balance.gate.policies import Aligned, Gathered, Knobs
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, admission_cap
+from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -67,7 +67,7 @@ class Setting:
 
 
 def compose(base: type, s: Setting) -> type:
-    return activation.compose_scheduler(
+    return composition.compose_scheduler(
         base,
         max_held_steps=s.deadline,
         policy="aligned",
@@ -243,7 +243,7 @@ def test_contract_class_sends_running_alone_and_aligned_four_columns() -> None:
 
     base = BASES[0]
     scenario = Scenario(base, 2, 400, 512, 4, ((0, 8, 4), (0, 8, 4), (0, 8, 4)))
-    contract = Rig(activation.compose_scheduler(base), scenario)
+    contract = Rig(composition.compose_scheduler(base), scenario)
     aligned = Rig(compose(base, Setting(4, 0.5, 8)), scenario)
     for rig in (contract, aligned):
         rig.arrive(0)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Handing vllm-ascend balance off (vllm_ascend_balance/ascend_steering.py).
+"""Handing vllm-ascend balance off (vllm_ascend_balance/wiring/ascend_steering.py).
 
 - Property (pure, every lane's result is the same: release lane): for every
   combination of the three enabling forms and the options, in either
@@ -30,13 +30,15 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from tests.support.engine_entry import ASCEND_PATCH_MODULE
-from vllm_ascend_balance import ascend_steering
-from vllm_ascend_balance.config import (
+from vllm_ascend_balance.wiring import ascend_steering
+from vllm_ascend_balance.wiring.config import (
     CARRIED_KEY,
     ENV_SETTING,
     OPTIONS,
     SWITCH,
     BalanceConfigError,
+)
+from vllm_ascend_balance.wiring.config_read import (
     read_balance_setting,
     read_user_setting,
 )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.lanes import REPO_ROOT
-from vllm_ascend_balance.policies import POLICIES
+from vllm_ascend_balance.gate.policies import POLICIES
 
 pytestmark = pytest.mark.lane_scope("release")
 

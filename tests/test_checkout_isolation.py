@@ -5,7 +5,8 @@ The shared lane venv's editable install names one checkout (whichever last
 installed it). ``scripts/`` put their own checkout first on ``PYTHONPATH``;
 the benchmarks, run as ``$venv/bin/python benchmarks/x.py`` with no
 ``PYTHONPATH``, put the checkout they live in first themselves, in their own
-process and in the processes they start. Here a second checkout (the
+process and in the processes they start (one prologue,
+``benchmarks/_checkout.py``, imported first by each). Here a second checkout (the
 package and ``benchmarks/`` copied to a temporary directory, its package
 marked) runs a benchmark's module level with ``PYTHONPATH`` unset: the
 package it imports, and the one a child process imports, must be the copy's.
@@ -28,7 +29,9 @@ from tests.support.lanes import REPO_ROOT
 
 pytestmark = pytest.mark.lane_scope("release")
 
-BENCHMARKS = sorted((REPO_ROOT / "benchmarks").glob("*.py"))
+BENCHMARKS = sorted(
+    p for p in (REPO_ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_")
+)
 # Cheap at module level (no vLLM or torch import before main()).
 PROBED = ["sweep_max_frozen_steps.py", "compare_prefill_interval.py"]
 PROBE = """\
@@ -92,14 +95,21 @@ def test_negative_control_without_the_prologue(other_checkout: Path) -> None:
 @pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: p.name)
 def test_every_benchmark_sets_its_checkout_first_before_importing_it(path) -> None:
     """Statically, for the scripts not probed above: the module-level
-    ``sys.path.insert(0, _CHECKOUT)`` comes before any module-level import
-    of this project's code (``vllm_ascend_balance``, ``tests``, ``benchmarks``)."""
+    ``import _checkout`` (the prologue, run as a script) comes before any
+    module-level import of this project's code (``vllm_ascend_balance``,
+    ``tests``, ``benchmarks``)."""
     tree = ast.parse(path.read_text())
     first_insert = next(
         (
             node.lineno
             for node in tree.body
-            if "sys.path.insert(0, _CHECKOUT)" in ast.unparse(node)
+            if isinstance(node, ast.If)
+            and ast.unparse(node.test) == "not __package__"
+            and any(
+                isinstance(inner, ast.Import)
+                and [a.name for a in inner.names] == ["_checkout"]
+                for inner in node.body
+            )
         ),
         None,
     )

@@ -21,7 +21,7 @@ would build an engine is replaced by a recorder of what it would build).
   skipped elsewhere with the reason): for each of the three ways users
   enable balance, in both orders, vllm-ascend reads balance off through its
   own readers (the package hands it that setting,
-  :mod:`vllm_ascend_balance.ascend_steering`), its engine class is not
+  :mod:`vllm_ascend_balance.wiring.ascend_steering`), its engine class is not
   built, the gather hook and this package's gate are (one gate, ours);
   balance off, nothing of vllm-ascend's changes. Negative control: without
   the steering, vllm-ascend decides "enabled" for the same config (two gates
@@ -48,14 +48,23 @@ from tests.support.vllm_objects import (
     make_scheduler,
     make_vllm_config,
 )
-from vllm_ascend_balance import activation, ascend_steering, engine_chain
-from vllm_ascend_balance.config import (
+from vllm_ascend_balance.wiring import (
+    activation,
+    activation_plan,
+    ascend_steering,
+    composition,
+    engine_chain,
+)
+from vllm_ascend_balance.wiring.config import (
     CARRIED_KEY,
     ENV_SETTING,
     LEGACY_SETTING,
     SETTING,
 )
-from vllm_ascend_balance.engine import remove_gather_hook, upstream_dp_engine
+from vllm_ascend_balance.wiring.engine_hook import (
+    remove_gather_hook,
+    upstream_dp_engine,
+)
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
@@ -63,7 +72,7 @@ pytestmark = [
 ]
 
 UPSTREAM_ENGINE = upstream_dp_engine(engine_core_mod.DPEngineCoreProc)
-MIXIN = "vllm_ascend_balance.scheduler.BalanceSchedulerMixin"
+MIXIN = "vllm_ascend_balance.gate.scheduler.BalanceSchedulerMixin"
 NEIGHBOUR = "tests.support.neighbour_plugin"
 FORMS = {
     "nested": {"scheduler_config": {"enable_balance_scheduling": True}},
@@ -233,7 +242,7 @@ def test_vllm_ascend_one_gate_ours(
     and its decision function is its own (nothing of vllm-ascend patched);
     this package's hook and gate are (one gate, ours)."""
     cfg = _ascend_front_end(order, form, monkeypatch)
-    plan = activation.plan_activation(cfg)
+    plan = activation_plan.plan_activation(cfg)
     assert plan.active and plan.vllm_ascend is not None
     assert cfg.additional_config[CARRIED_KEY]["enabled"] is True
     assert _ascend_decides(cfg) is False
@@ -263,7 +272,7 @@ def test_negative_control_unsteered_two_gates(
     main: all three)."""
     monkeypatch.setattr(ascend_steering, "steer_engine_args", lambda *a: None)
     cfg = _ascend_front_end("ours-first", form, monkeypatch)
-    assert activation.plan_activation(cfg).active
+    assert activation_plan.plan_activation(cfg).active
     decides = _ascend_decides(cfg)
     if form == "nested" and not decides:
         pytest.skip("this vllm-ascend does not read the nested key itself")
@@ -356,7 +365,7 @@ def test_vllm_ascend_exclusive_settings_refused_with_balance(
         )
     cfg = make_vllm_config(data_parallel_size=2, additional_config=merged)
     with pytest.raises(activation.BalanceConfigError) as info:
-        activation.plan_activation(cfg)
+        activation_plan.plan_activation(cfg)
     message = str(info.value)
     assert "\n" not in message
     key = "dyntra_lb_config" if "dyntra" in str(additional) else "recompute"
@@ -369,7 +378,7 @@ def test_vllm_ascend_exclusive_settings_refused_with_balance(
 def test_doctor_says_which_gate_and_why(
     form: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vllm_ascend_balance import doctor
+    from vllm_ascend_balance.tools import doctor
 
     if form == "env":
         monkeypatch.setenv(ENV_SETTING, "1")
@@ -418,9 +427,9 @@ def test_vllm_ascend_simulated_fleet_one_gate(
     vllm-ascend's own gate reads the same switch and its copied
     ``schedule()`` never asks the seam, so a frozen step admits (for the
     forms that vllm-ascend reads)."""
+    from vllm_ascend_balance.replay.pipeline.workload import builtin_requests
     from vllm_ascend_balance.replay.sim import build as sim_build
     from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
-    from vllm_ascend_balance.replay.workload import builtin_requests
 
     _ascend_front_end("ascend-first", "off", monkeypatch)
     monkeypatch.setattr(sim_build, "_vllm_config", _form_config(form, monkeypatch))
@@ -464,8 +473,8 @@ def test_vllm_ascend_short_request_first_composes_with_the_gate(
     short_request_first_config``) with balance on through this package too;
     the gate composes with it: a frozen step admits nothing, an open step
     admits in the queue's order (short prompts first)."""
+    from vllm_ascend_balance.gate.scheduler import admission_cap
     from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
-    from vllm_ascend_balance.scheduler import admission_cap
 
     srf = {
         "scheduler_config": {
@@ -477,9 +486,9 @@ def test_vllm_ascend_short_request_first_composes_with_the_gate(
         }
     }
     cfg = _ascend_front_end("ascend-first", "nested", monkeypatch, extra=srf)
-    plan = activation.plan_activation(cfg)
+    plan = activation_plan.plan_activation(cfg)
     assert plan.active
-    cls = activation.compose_scheduler(plan.scheduler_cls)
+    cls = composition.compose_scheduler(plan.scheduler_cls)
     sched = make_scheduler(cls, vllm_config=cfg)
     if type(sched.waiting).__name__ != SRF_QUEUE:
         pytest.skip(

@@ -37,10 +37,12 @@ import torch
 
 from tests.support.meshgroup import Mesh, MeshGroup
 from tests.support.processes import run_processes
-from vllm_ascend_balance import activation, collectives, config
-from vllm_ascend_balance.config import BalanceConfigError, read_balance_setting
+from vllm_ascend_balance.gate import collectives
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
+from vllm_ascend_balance.wiring import activation_plan, composition, config
+from vllm_ascend_balance.wiring.config import BalanceConfigError
+from vllm_ascend_balance.wiring.config_read import read_balance_setting
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -216,11 +218,11 @@ def _setting(value: Any) -> Any:
 def test_collective_setting_accepted(value: Any) -> None:
     expected = "all_gather" if value in ("absent", None) else value
     assert read_balance_setting(_setting(value)).collective == expected
-    plan = activation.plan_activation(_setting(value))
+    plan = activation_plan.plan_activation(_setting(value))
     assert plan.active and plan.collective == expected
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    cls = activation.compose_scheduler(Scheduler, None, expected)
+    cls = composition.compose_scheduler(Scheduler, None, expected)
     assert cls.balance_collective == expected
 
 

@@ -1,22 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """Configuration and conditional activation, on real ``VllmConfig`` objects.
 
-- :mod:`vllm_ascend_balance.config`: three forms enable balance (nested key,
+- :mod:`vllm_ascend_balance.wiring.config`: three forms enable balance (nested key,
   legacy key, ``VLLM_ASCEND_BALANCE_SCHEDULING``) with vllm-ascend's
   precedence; a JSON value that is not a boolean or an env value that is not
   0/1/true/false is a one-line ``BalanceConfigError`` naming the setting and
   the fix; a disagreeing lower form is ignored with a warning;
   PD-disaggregated ``kv_role`` is refused.
-- :func:`~vllm_ascend_balance.activation.plan_activation`: refuses a vLLM
+- :func:`~vllm_ascend_balance.wiring.activation_plan.plan_activation`: refuses a vLLM
   without the seam and a ``scheduler_cls`` that is not a ``Scheduler``; DP
   size 1 and dense models get a note and nothing is activated.
-- :func:`~vllm_ascend_balance.activation.run_engine_core` (this package's
+- :func:`~vllm_ascend_balance.wiring.activation.run_engine_core` (this package's
   link): with balance off it leaves the engine class and scheduler class as
   they are; with balance on it hooks vLLM's ``DPEngineCoreProc`` and composes
   the mixin onto ``Scheduler``, ``AsyncScheduler`` or a custom
   ``scheduler_cls``. The link below it is replaced by a recorder
   (``engine_chain._next``) so no engine starts.
-- :func:`~vllm_ascend_balance.activation.register`: idempotent, reachable
+- :func:`~vllm_ascend_balance.wiring.activation.register`: idempotent, reachable
   through vLLM's own plugin loader, and touches neither ``run_engine_core``
   nor ``DPEngineCoreProc``; the link is installed when a config requesting
   balance is created, and the target pickles by name to it in a spawned
@@ -41,21 +41,29 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from tests.support.processes import run_processes
 from tests.support.vllm_objects import make_vllm_config
-from vllm_ascend_balance import activation, config, engine_chain
-from vllm_ascend_balance.config import (
+from vllm_ascend_balance.gate.scheduler import SEAM, BalanceSchedulerMixin
+from vllm_ascend_balance.wiring import (
+    activation,
+    activation_plan,
+    composition,
+    config,
+    config_switch,
+    engine_chain,
+    reach,
+)
+from vllm_ascend_balance.wiring.config import (
     ENABLE_EXAMPLE,
     ENV_SETTING,
     LEGACY_SETTING,
     SETTING,
     BalanceConfigError,
-    read_balance_setting,
 )
-from vllm_ascend_balance.engine import (
+from vllm_ascend_balance.wiring.config_read import read_balance_setting
+from vllm_ascend_balance.wiring.engine_hook import (
     gather_hook_installed,
     remove_gather_hook,
     upstream_dp_engine,
 )
-from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -154,20 +162,20 @@ def test_non_boolean_is_a_one_line_error(value: Any, key: str) -> None:
         read_balance_setting(cfg)
     assert_one_line_error(info.value, key, "true or false", ENABLE_EXAMPLE)
     with pytest.raises(BalanceConfigError):
-        activation.plan_activation(cfg)
+        activation_plan.plan_activation(cfg)
 
 
 def test_legacy_key_accepted_with_deprecation_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger=config.logger.name):
+    with caplog.at_level(logging.WARNING, logger=config_switch.logger.name):
         setting = read_balance_setting(vllm_config({"enable_balance_scheduling": True}))
     assert (setting.enabled, setting.source) == (True, LEGACY_SETTING)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(
         "deprecated" in m and LEGACY_SETTING in m and SETTING in m for m in warnings
     ), warnings
-    assert activation.plan_activation(
+    assert activation_plan.plan_activation(
         vllm_config({"enable_balance_scheduling": True})
     ).active
 
@@ -201,7 +209,7 @@ def test_vllm_ascend_precedence(
         additional["enable_balance_scheduling"] = forms["legacy"]
     if "env" in forms:
         monkeypatch.setenv(ENV_SETTING, forms["env"])
-    with caplog.at_level(logging.WARNING, logger=config.logger.name):
+    with caplog.at_level(logging.WARNING, logger=config_switch.logger.name):
         setting = read_balance_setting(vllm_config(additional))
     assert (setting.enabled, setting.source) == expected
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -226,7 +234,7 @@ def test_env_read_in_a_process_without_ascend_config(
 ) -> None:
     """A spawned engine process reads the environment variable itself."""
     monkeypatch.setenv(ENV_SETTING, "1")
-    assert activation.plan_activation(vllm_config()).active
+    assert activation_plan.plan_activation(vllm_config()).active
 
 
 def test_scheduler_config_must_be_an_object() -> None:
@@ -242,11 +250,11 @@ def test_pd_disaggregated_kv_role_refused(role: str) -> None:
         kv_connector="ExampleConnector", kv_role=role
     )
     with pytest.raises(BalanceConfigError) as info:
-        activation.plan_activation(cfg)
+        activation_plan.plan_activation(cfg)
     assert_one_line_error(info.value, SETTING, "kv_role", role, "kv_both")
 
     cfg.additional_config = OFF  # balance off: PD-disaggregated is not our business
-    assert not activation.plan_activation(cfg).requested
+    assert not activation_plan.plan_activation(cfg).requested
 
 
 def test_pd_mixed_kv_role_accepted() -> None:
@@ -254,7 +262,7 @@ def test_pd_mixed_kv_role_accepted() -> None:
     cfg.kv_transfer_config = KVTransferConfig(
         kv_connector="ExampleConnector", kv_role="kv_both"
     )
-    assert activation.plan_activation(cfg).active
+    assert activation_plan.plan_activation(cfg).active
 
 
 # --------------------------------------------------------------------------
@@ -262,26 +270,26 @@ def test_pd_mixed_kv_role_accepted() -> None:
 
 
 def test_enabled_dp_moe_activates() -> None:
-    plan = activation.plan_activation(vllm_config(ON))
+    plan = activation_plan.plan_activation(vllm_config(ON))
     assert plan.requested and plan.active
     assert plan.scheduler_cls is sched_mod.Scheduler
 
 
 def test_seam_missing_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(Scheduler, SEAM)
-    assert not activation.has_seam()
+    assert not reach.has_seam()
     with pytest.raises(BalanceConfigError) as info:
-        activation.plan_activation(vllm_config(ON))
+        activation_plan.plan_activation(vllm_config(ON))
     assert_one_line_error(info.value, SETTING, SEAM, "upstream_patch/")
     # Balance off needs no seam.
-    assert not activation.plan_activation(vllm_config(OFF)).active
+    assert not activation_plan.plan_activation(vllm_config(OFF)).active
 
 
 def test_non_scheduler_scheduler_cls_refused() -> None:
     cfg = vllm_config(ON)
     cfg.scheduler_config.scheduler_cls = InterfaceOnlyScheduler
     with pytest.raises(BalanceConfigError) as info:
-        activation.plan_activation(cfg)
+        activation_plan.plan_activation(cfg)
     assert_one_line_error(info.value, SETTING, "scheduler_cls", "Scheduler subclass")
 
 
@@ -326,7 +334,7 @@ def test_no_effect_warns_and_activates_nothing(
         cfg.model_config = _dense_model_config(tmp_path)
         assert not cfg.model_config.is_moe
         expected = "non-MoE"
-    plan = activation.plan_activation(cfg)
+    plan = activation_plan.plan_activation(cfg)
     assert plan.requested and not plan.active
     assert any(expected in note for note in plan.notes), plan.notes
 
@@ -394,7 +402,7 @@ def test_enabled_composes_hook_and_mixin(
     assert engine_cls is UPSTREAM_ENGINE and call["hooked"]
     composed = call["scheduler_cls"]
     assert composed.__mro__[1:3] == (BalanceSchedulerMixin, expected_base)
-    assert composed is activation.compose_scheduler(expected_base)  # cached
+    assert composed is composition.compose_scheduler(expected_base)  # cached
     assert SEAM not in composed.__dict__  # the seam comes from the mixin only
 
     # A second engine core in this process gets the very same classes.
@@ -510,7 +518,7 @@ def test_pickled_target_is_ours() -> None:
     under spawn the target is pickled by qualified name."""
     _create(vllm_config(ON))
     data = pickle.dumps(engine_core_mod.EngineCoreProc.run_engine_core)
-    assert b"vllm_ascend_balance.activation" in data
+    assert b"vllm_ascend_balance.wiring.activation" in data
     assert _loads(engine_core_mod.EngineCoreProc.run_engine_core) is (
         activation.run_engine_core
     )
@@ -530,7 +538,7 @@ def test_spawned_child_resolves_our_target(tmp_path: Path) -> None:
         300,  # hang guard only
     )
     assert joined.exitcodes == [0]
-    assert out.read_text() == "vllm_ascend_balance.activation.run_engine_core"
+    assert out.read_text() == "vllm_ascend_balance.wiring.activation.run_engine_core"
 
 
 # --------------------------------------------------------------------------
@@ -550,7 +558,7 @@ def _bounded(value: Any) -> dict[str, Any]:
 def test_max_frozen_steps_accepted(value: int) -> None:
     setting = read_balance_setting(vllm_config(_bounded(value)))
     assert setting.max_frozen_steps == value
-    plan = activation.plan_activation(vllm_config(_bounded(value)))
+    plan = activation_plan.plan_activation(vllm_config(_bounded(value)))
     assert plan.active and plan.max_frozen_steps == value
     assert any(f"after {value} consecutive frozen steps" in n for n in plan.notes)
 
@@ -577,7 +585,7 @@ def test_max_frozen_steps_bad_value_is_a_one_line_error(value: Any) -> None:
         json.dumps(value),
     )
     with pytest.raises(BalanceConfigError):
-        activation.plan_activation(cfg)
+        activation_plan.plan_activation(cfg)
 
 
 @pytest.mark.parametrize(
@@ -613,7 +621,7 @@ def test_bounded_setting_composes_the_bound(recorder: list[dict[str, Any]]) -> N
     bounded, unbounded = (call["scheduler_cls"] for call in recorder)
     assert bounded.balance_max_frozen_steps == 5
     assert unbounded.balance_max_frozen_steps is None
-    assert unbounded is activation.compose_scheduler(sched_mod.Scheduler)
+    assert unbounded is composition.compose_scheduler(sched_mod.Scheduler)
 
 
 # --------------------------------------------------------------------------
@@ -686,7 +694,7 @@ def check_reach_rule(unreachable: Any) -> None:
 
 
 def test_reach_rule() -> None:
-    check_reach_rule(activation.unreachable_gate)
+    check_reach_rule(reach.unreachable_gate)
 
 
 def _top_class_only(cls: type) -> tuple[type, str] | None:
@@ -718,7 +726,7 @@ def test_unreachable_scheduler_cls_refused(cls: type, offender: str) -> None:
     cfg = vllm_config(ON)
     cfg.scheduler_config.scheduler_cls = cls
     with pytest.raises(BalanceConfigError) as info:
-        activation.plan_activation(cfg)
+        activation_plan.plan_activation(cfg)
     assert_one_line_error(
         info.value,
         SETTING,
@@ -730,14 +738,14 @@ def test_unreachable_scheduler_cls_refused(cls: type, offender: str) -> None:
     # Balance off: nothing is checked, vLLM runs the class untouched.
     cfg_off = vllm_config(OFF)
     cfg_off.scheduler_config.scheduler_cls = cls
-    assert not activation.plan_activation(cfg_off).active
+    assert not activation_plan.plan_activation(cfg_off).active
 
 
 @pytest.mark.parametrize("cls", [WrappingScheduler, SeamCallingScheduler])
 def test_wrapping_scheduler_cls_accepted(cls: type) -> None:
     cfg = vllm_config(ON)
     cfg.scheduler_config.scheduler_cls = cls
-    plan = activation.plan_activation(cfg)
+    plan = activation_plan.plan_activation(cfg)
     assert plan.active and plan.scheduler_cls is cls
     assert any(f"reaches Scheduler.{SEAM}" in note for note in plan.notes)
 
@@ -786,7 +794,7 @@ def check_tripwire(compose: Any, caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_tripwire(caplog: pytest.LogCaptureFixture) -> None:
-    check_tripwire(activation.compose_scheduler, caplog)
+    check_tripwire(composition.compose_scheduler, caplog)
 
 
 class NoTripwireGate(BalanceSchedulerMixin):
@@ -809,7 +817,7 @@ def test_tripwire_negative_control_fails(caplog: pytest.LogCaptureFixture) -> No
 
 
 def _doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    from vllm_ascend_balance import doctor
+    from vllm_ascend_balance.tools import doctor
 
     # vLLM's default DP size is 1, where balance has no effect.
     code = doctor.run(doctor.parse_args(["--data-parallel-size", "2", *argv]))

@@ -24,14 +24,20 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from tests.support.vllm_objects import make_vllm_config
-from vllm_ascend_balance import activation, config, doctor
-from vllm_ascend_balance.config import (
+from vllm_ascend_balance.tools import doctor
+from vllm_ascend_balance.wiring import (
+    activation_plan,
+    composition,
+    config,
+    config_read,
+)
+from vllm_ascend_balance.wiring.config import (
     ENV_SETTING,
     OPTIONS,
     SWITCH,
     BalanceConfigError,
-    read_user_setting,
 )
+from vllm_ascend_balance.wiring.config_read import read_user_setting
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -163,7 +169,7 @@ def test_the_bound_shows_in_the_plan_and_in_doctor(
     form: str, position: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     additional, _ = build(form, "balance_max_frozen_steps", position, 64)
-    plan = activation.plan_activation(
+    plan = activation_plan.plan_activation(
         make_vllm_config(data_parallel_size=2, additional_config=additional)
     )
     assert plan.max_frozen_steps == 64
@@ -192,7 +198,7 @@ def test_switch_off_with_a_bad_bound_warns_instead_of_refusing(
     # leave the package's records off caplog's handler.
     warned: list[str] = []
     monkeypatch.setattr(
-        config.logger, "warning", lambda msg, *args: warned.append(msg % args)
+        config_read.logger, "warning", lambda msg, *args: warned.append(msg % args)
     )
     additional = {"scheduler_config": {SWITCH: False, "balance_max_frozen_steps": 0}}
     setting = read_user_setting(additional, {})
@@ -226,7 +232,7 @@ def test_both_bounds_are_refused_in_one_line(where: str) -> None:
     both = {"balance_max_frozen_steps": 64, "balance_max_held_steps": 16}
     with pytest.raises(BalanceConfigError) as err:
         if where == "carried":
-            config.read_balance_setting(
+            config_read.read_balance_setting(
                 make_vllm_config(
                     additional_config={
                         config.CARRIED_KEY: {
@@ -248,13 +254,13 @@ def test_both_bounds_are_refused_in_one_line(where: str) -> None:
 
 def test_the_held_bound_reaches_the_composed_class() -> None:
     additional = {"scheduler_config": {SWITCH: True, "balance_max_held_steps": 16}}
-    plan = activation.plan_activation(
+    plan = activation_plan.plan_activation(
         make_vllm_config(data_parallel_size=2, additional_config=additional)
     )
     assert (plan.max_held_steps, plan.max_frozen_steps) == (16, None)
     assert any("balance_max_held_steps" in note for note in plan.notes)
     assert plan.scheduler_cls is not None
-    cls = activation.compose_scheduler(plan.scheduler_cls, None, "all_gather", 16)
+    cls = composition.compose_scheduler(plan.scheduler_cls, None, "all_gather", 16)
     assert (cls.balance_max_held_steps, cls.balance_max_frozen_steps) == (16, None)
 
 
@@ -317,13 +323,13 @@ def test_aligned_setting_travels_to_the_engines_and_composes() -> None:
         "balance_max_held_steps": 32,
     }
     setting = read_user_setting({"scheduler_config": section}, {})
-    again = config.read_balance_setting(
+    again = config_read.read_balance_setting(
         make_vllm_config(additional_config={config.CARRIED_KEY: setting.carried()})
     )
     assert again == setting
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    cls = activation.compose_scheduler(
+    cls = composition.compose_scheduler(
         Scheduler,
         max_held_steps=32,
         policy="aligned",
@@ -359,7 +365,7 @@ def test_off_refuses_only_the_switch_as_operating_md_says(
     accepts the other."""
     warned: list[str] = []
     monkeypatch.setattr(
-        config.logger, "warning", lambda msg, *args: warned.append(msg % args)
+        config_read.logger, "warning", lambda msg, *args: warned.append(msg % args)
     )
     off = {"scheduler_config": {SWITCH: False, "balance_max_frozen_stepz": 3}}
     assert not read_user_setting(off, {}).enabled

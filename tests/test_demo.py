@@ -46,8 +46,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_ascend_balance import demo, metrics
-from vllm_ascend_balance.async_decision import async_scheduling
+from vllm_ascend_balance.observability import exported_series
+from vllm_ascend_balance.tools import demo
+from vllm_ascend_balance.tools.async_decision import async_scheduling
 
 pytestmark = pytest.mark.lane_scope("release", "main")
 
@@ -82,11 +83,11 @@ def balance_samples(text: str) -> dict[tuple[str, str], float]:
 
 def startup_problems(text: str, engines: tuple[str, ...]) -> list[str]:
     """What is wrong with a start-up scrape: a sample name this package
-    exports (:func:`metrics.exported_names`) missing for an engine, or a
+    exports (:func:`exported_series.exported_names`) missing for an engine, or a
     value other than zero."""
     samples = balance_samples(text)
     problems = []
-    for name in sorted(metrics.exported_names()):
+    for name in sorted(exported_series.exported_names()):
         for engine in engines:
             if name.endswith("_bucket"):
                 present = any(
@@ -124,11 +125,15 @@ def session_members(sid: int) -> list[int]:
 def test_startup_check_reports_a_missing_rank_and_a_non_zero_value() -> None:
     """Negative controls of :func:`startup_problems`."""
     lines = []
-    for series in (*metrics.SERIES, metrics.WAIT_SERIES, *metrics.HISTOGRAMS):
+    for series in (
+        *exported_series.SERIES,
+        exported_series.WAIT_SERIES,
+        *exported_series.HISTOGRAMS,
+    ):
         kind = "untyped" if series.kind == "histogram" else series.kind
         lines.append(f"# TYPE {series.name} {kind}")
         for engine in ENGINES:
-            for suffix in metrics.SUFFIXES[series.kind]:
+            for suffix in exported_series.SUFFIXES[series.kind]:
                 le = ',le="+Inf"' if suffix == "_bucket" else ""
                 name = series.name + suffix
                 lines.append(f'{name}{{engine="{engine}",model_name="m"{le}}} 0.0')
@@ -167,7 +172,7 @@ def test_front_end_shows_every_engine_at_zero_once_engines_are_up() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from tests.support.vllm_objects import make_vllm_config
-    from vllm_ascend_balance import stats_carrier
+    from vllm_ascend_balance.observability import stats_carrier
 
     registry = CollectorRegistry()
     front = stats_carrier.stat_logger_class()(make_vllm_config(), [0, 1])
@@ -175,7 +180,7 @@ def test_front_end_shows_every_engine_at_zero_once_engines_are_up() -> None:
     assert balance_samples(generate_latest(registry).decode()) == {}
     front.log_engine_initialized()
     text = generate_latest(registry).decode()
-    names = metrics.exported_names() - {"vllm:balance_gather_wait_seconds"}
+    names = exported_series.exported_names() - {"vllm:balance_gather_wait_seconds"}
     samples = balance_samples(text)
     assert {n.split("{")[0] for n, _ in samples} == names, "the files' gauge aside"
     assert {e for _, e in samples} == set(ENGINES)
@@ -306,7 +311,7 @@ class Demo:
 
 
 def demo_cli_doctor_env() -> str:
-    from vllm_ascend_balance.demo_cli import DOCTOR_ENV
+    from vllm_ascend_balance.tools.demo_cli import DOCTOR_ENV
 
     return DOCTOR_ENV
 

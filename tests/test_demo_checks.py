@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance import demo, demo_checks, demo_log, demo_report, doctor
+from vllm_ascend_balance.tools import demo, demo_checks, demo_log, demo_report, doctor
 
 pytestmark = pytest.mark.lane_scope("release", "main")
 
@@ -296,7 +296,7 @@ def test_public_api_of_the_demo_module() -> None:
     after the split; the CLI parses as before."""
     for name in ("running_server", "serve_command", "check_port_free", "DemoServer"):
         assert callable(getattr(demo, name)), name
-    from vllm_ascend_balance.cli import parse_command_line
+    from vllm_ascend_balance.tools.cli import parse_command_line
 
     args = parse_command_line(["demo", "--dp", "2", "--port", "0", "--seed", "1"])
     assert isinstance(args, argparse.Namespace)
@@ -312,8 +312,8 @@ def test_vllm_serve_refuses_additional_config_that_is_not_json_in_one_line(
     Controls: a parsed object and no value pass the check."""
     from types import SimpleNamespace
 
-    from vllm_ascend_balance import activation
-    from vllm_ascend_balance.config import BalanceConfigError
+    from vllm_ascend_balance.wiring import activation
+    from vllm_ascend_balance.wiring.config import BalanceConfigError
 
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # the wrapper sets one
     created: list[object] = []

@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.lanes import REPO_ROOT
-from vllm_ascend_balance import doctor
-from vllm_ascend_balance.cli import build_parser, parse_command_line
+from vllm_ascend_balance.tools import doctor
+from vllm_ascend_balance.tools.cli import build_parser, parse_command_line
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -184,7 +184,7 @@ def test_documented_commands_parse() -> None:
 
 
 def _bad_commands(commands: list[tuple[str, list[str]]]) -> list[str]:
-    from vllm_ascend_balance.replay import options as replay_options
+    from vllm_ascend_balance.replay.pipeline import options as replay_options
 
     bad: list[str] = []
     for where, argv in commands:

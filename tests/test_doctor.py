@@ -21,8 +21,8 @@ from packaging.version import Version
 
 from tests.support.lanes import current_lane
 from tests.support.series_tool import series
-from vllm_ascend_balance import vllm_install
-from vllm_ascend_balance.config import SETTING
+from vllm_ascend_balance.tools import vllm_install
+from vllm_ascend_balance.wiring.config import SETTING
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -225,7 +225,7 @@ def test_help_lists_checks_exit_codes_and_the_environment_variable() -> None:
 
 
 # --------------------------------------------------------------------------
-# install kind and torch line (vllm_ascend_balance/vllm_install.py)
+# install kind and torch line (vllm_ascend_balance/tools/vllm_install.py)
 # --------------------------------------------------------------------------
 
 # How scripts/lane.sh builds each lane: the fork and ascend lanes install the

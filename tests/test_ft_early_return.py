@@ -60,7 +60,7 @@ def _skips_on_ft_return(engine_cls: type) -> None:
     """Known-bad hook: gathers only when the method did not take the
     fault-tolerance return (as a gather placed inside the method, before
     that ``return``, would)."""
-    from vllm_ascend_balance.engine import HOOKED, gather_after_sync
+    from vllm_ascend_balance.wiring.engine_hook import HOOKED, gather_after_sync
 
     original = engine_cls.__dict__[HOOKED]
 
@@ -82,14 +82,14 @@ def _rank_main(rank: int, parallel_config: Any, bad: bool, out_path: str) -> Non
 
     from tests.support.model_outputs import fake_model_output
     from tests.support.vllm_objects import make_request, make_scheduler
-    from vllm_ascend_balance import activation
-    from vllm_ascend_balance.engine import install_gather_hook
+    from vllm_ascend_balance.wiring import composition
+    from vllm_ascend_balance.wiring.engine_hook import install_gather_hook
 
     parallel_config.data_parallel_rank = rank
     parallel_config.data_parallel_rank_local = rank
     group = parallel_config.stateless_init_dp_group()
     scheduler: Any = make_scheduler(
-        activation.compose_scheduler(Scheduler, None), max_num_seqs=CAP
+        composition.compose_scheduler(Scheduler, None), max_num_seqs=CAP
     )
     if bad:
         _skips_on_ft_return(DPEngineCoreProc)

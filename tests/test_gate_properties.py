@@ -59,10 +59,14 @@ from vllm.v1.request import RequestStatus
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance import activation, engine_chain
-from vllm_ascend_balance.config import SETTING
-from vllm_ascend_balance.engine import gather_hook_installed
-from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin, admission_cap
+from vllm_ascend_balance.gate.scheduler import (
+    SEAM,
+    BalanceSchedulerMixin,
+    admission_cap,
+)
+from vllm_ascend_balance.wiring import activation, composition, engine_chain
+from vllm_ascend_balance.wiring.config import SETTING
+from vllm_ascend_balance.wiring.engine_hook import gather_hook_installed
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -588,7 +592,7 @@ def check_disabled(provider: Compose, negative: bool = False) -> None:
     ],
 )
 def test_gate_property(check: Callable[[Compose], None]) -> None:
-    check(activation.compose_scheduler)
+    check(composition.compose_scheduler)
 
 
 def test_disabled_is_upstream() -> None:
@@ -601,7 +605,7 @@ def test_cap_minus_one_never_freezes_example() -> None:
     for base in BASES:
         scenario = Scenario(base, 3, 200, 512, 1, ())
         for leader, frozen in ((2, False), (3, True)):
-            rig = Rig(activation.compose_scheduler(base), scenario)
+            rig = Rig(composition.compose_scheduler(base), scenario)
             for i in range(3):
                 rig.add(f"w{i}", 8, 4)
             gather(rig.scheduler, 0, [0, leader])
@@ -619,7 +623,7 @@ PRESSURE = tuple([(0, 16, 24)] * 4 + [(1, 8, 8)] * 3 + [(3, 8, 8)])
 def test_frozen_under_kv_pressure(base: type) -> None:
     scenario = Scenario(base, 4, 10, 256, 8, PRESSURE)
     seen = frozen_trace(
-        activation.compose_scheduler, scenario, 1, 0, lambda step: [0, 4]
+        composition.compose_scheduler, scenario, 1, 0, lambda step: [0, 4]
     )
     assert "frozen: preemption" in seen
 
@@ -628,7 +632,7 @@ def test_frozen_under_kv_pressure(base: type) -> None:
 def test_unfrozen_under_kv_pressure(base: type) -> None:
     scenario = Scenario(base, 4, 10, 256, 8, PRESSURE)
     seen = unfrozen_trace(
-        activation.compose_scheduler, scenario, 0, lambda step: [0, 3]
+        composition.compose_scheduler, scenario, 0, lambda step: [0, 3]
     )
     assert {"unfrozen: preempted", "unfrozen: new"} <= seen
 
@@ -674,7 +678,7 @@ class LocalOnlyGate(BalanceSchedulerMixin):
 
 def _always_compose(base: type) -> type:
     """A disabled path that composes the gate anyway."""
-    return activation.compose_scheduler(base)
+    return composition.compose_scheduler(base)
 
 
 @pytest.mark.parametrize(
@@ -882,7 +886,7 @@ def check_bounded(compose: BoundedCompose, negative: bool = False) -> None:
 
 
 def test_bounded_freeze_properties() -> None:
-    check_bounded(activation.compose_scheduler)
+    check_bounded(composition.compose_scheduler)
 
 
 @pytest.mark.parametrize("base", BASES)
@@ -891,25 +895,27 @@ def test_bounded_freeze_opens_after_n_example(base: type) -> None:
     gives frozen, frozen, fail-open, frozen, frozen, fail-open, ..."""
     burst = tuple((0, 8, 30) for _ in range(5))
     scenario = LockstepScenario(base, 3, 2, 12, (burst, ((0, 8, 30),)))
-    seen = bounded_lockstep_trace(activation.compose_scheduler, scenario)
+    seen = bounded_lockstep_trace(composition.compose_scheduler, scenario)
     assert {"fail-open", "frozen run of N"} <= seen
 
 
 def test_unbounded_is_the_contract() -> None:
     """No setting: the composed class is the unbounded gate (no fail-open)."""
     for base in BASES:
-        assert activation.compose_scheduler(base).balance_max_frozen_steps is None
-        assert activation.compose_scheduler(base, None) is activation.compose_scheduler(
-            base
-        )
-        assert activation.compose_scheduler(base, 3).balance_max_frozen_steps == 3
+        assert composition.compose_scheduler(base).balance_max_frozen_steps is None
+        assert composition.compose_scheduler(
+            base, None
+        ) is composition.compose_scheduler(base)
+        assert composition.compose_scheduler(base, 3).balance_max_frozen_steps == 3
 
 
 @pytest.mark.parametrize("base", BASES)
 def test_replaced_group_restarts_the_run(base: type) -> None:
     """Elastic EP replaces ``dp_group``; a joining rank has no history, so
     every member restarts the run at 0 and all agree again."""
-    rig = Rig(activation.compose_scheduler(base, 2), Scenario(base, 3, 200, 512, 1, ()))
+    rig = Rig(
+        composition.compose_scheduler(base, 2), Scenario(base, 3, 200, 512, 1, ())
+    )
     scheduler = rig.scheduler
     states = []
     for group in (ScriptedGroup(0, [0, 3]), ScriptedGroup(0, [0, 3, 3])):
@@ -918,7 +924,7 @@ def test_replaced_group_restarts_the_run(base: type) -> None:
             states.append(scheduler.balance_frozen)
     assert states == [True, True, False, True, True, False]
     fresh = Rig(
-        activation.compose_scheduler(base, 2), Scenario(base, 3, 200, 512, 1, ())
+        composition.compose_scheduler(base, 2), Scenario(base, 3, 200, 512, 1, ())
     )
     gather_on(scheduler, ScriptedGroup(0, [0, 3]), [0, 3])
     gather_on(fresh.scheduler, ScriptedGroup(0, [0, 3]), [0, 3])
@@ -927,7 +933,7 @@ def test_replaced_group_restarts_the_run(base: type) -> None:
 
 def _off_by_one_bound(base: type, bound: int) -> type:
     """A bound that is off by one: opens after N + 1 frozen gathers."""
-    return activation.compose_scheduler(base, bound + 1)
+    return composition.compose_scheduler(base, bound + 1)
 
 
 class PerRankCounterGate(BalanceSchedulerMixin):

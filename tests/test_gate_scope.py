@@ -45,7 +45,7 @@ from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source
 from tests.support.seam_shapes import all_queues_source
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),

@@ -35,7 +35,7 @@ from vllm.v1.request import RequestStatus
 from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, has_held_waiting
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, has_held_waiting
 
 pytestmark = [
     pytest.mark.lane_scope("fork"),

@@ -8,7 +8,7 @@ N spawned processes (N = 2 and 3) each play one DP rank of an engine core:
   the ``ParallelConfig`` and hands a copy to every rank, as vLLM's engine
   launcher does, so all ranks agree on the port);
 - the scheduler is a real ``Scheduler`` / ``AsyncScheduler`` with the balance
-  mixin composed on (``activation.compose_scheduler``), driven with skewed
+  mixin composed on (``composition.compose_scheduler``), driven with skewed
   per-rank load so the running counts differ between ranks and over time;
 - the engine is vLLM's ``DPEngineCoreProc`` with the hook activation
   installs on it (``engine.install_gather_hook``), allocated without its
@@ -155,9 +155,12 @@ def _rank_main(
     from vllm.v1.engine.core import DPEngineCoreProc
 
     from tests.support.vllm_objects import make_request, make_scheduler
-    from vllm_ascend_balance import activation
-    from vllm_ascend_balance.engine import install_gather_hook, remove_gather_hook
-    from vllm_ascend_balance.scheduler import admission_cap
+    from vllm_ascend_balance.gate.scheduler import admission_cap
+    from vllm_ascend_balance.wiring import composition
+    from vllm_ascend_balance.wiring.engine_hook import (
+        install_gather_hook,
+        remove_gather_hook,
+    )
 
     log = _CollectiveLog()
     parallel_config.data_parallel_rank = rank
@@ -167,9 +170,9 @@ def _rank_main(
 
     base = AsyncScheduler if rank == 1 else Scheduler
     scheduler_cls = (
-        activation.compose_scheduler(base, max_frozen)
+        composition.compose_scheduler(base, max_frozen)
         if policy == "leader_at_cap"
-        else activation.compose_scheduler(
+        else composition.compose_scheduler(
             base, max_held_steps=4, policy=policy, align_window=4, align_min_load=0.0
         )
     )
@@ -404,7 +407,7 @@ def test_single_process_buffer_follows_group_size() -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
 
     from tests.support.vllm_objects import make_scheduler
-    from vllm_ascend_balance import activation
+    from vllm_ascend_balance.wiring import composition
 
     class SizedGroup:
         def __init__(self, size: int) -> None:
@@ -420,7 +423,7 @@ def test_single_process_buffer_follows_group_size() -> None:
             slot.fill_(int(tensor.item()))
 
     scheduler: Any = make_scheduler(
-        activation.compose_scheduler(Scheduler), max_num_seqs=CAP
+        composition.compose_scheduler(Scheduler), max_num_seqs=CAP
     )
     with mock.patch.object(dist, "all_gather", fake_gather):
         for size in (2, 2, 5, 3):

@@ -3,8 +3,9 @@
 series this package exports, and shows every one of them.
 
 - every ``vllm:...`` name in a panel's PromQL ``expr`` is an exported sample
-  name (:func:`vllm_ascend_balance.metrics.exported_names`: ``_total`` of
-  counters, ``_bucket``/``_sum``/``_count`` of histograms, gauges as is);
+  name
+  (:func:`vllm_ascend_balance.observability.exported_series.exported_names`:
+  ``_total`` of counters, ``_bucket``/``_sum``/``_count`` of histograms, gauges as is);
 - every exported series appears in some panel, every query is filtered by
   the ``model_name`` templating variable, which the dashboard defines;
 - negative controls: a dashboard with a typo'd name, one without the held
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.lanes import REPO_ROOT
-from vllm_ascend_balance import metrics
+from vllm_ascend_balance.observability import exported_series
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -48,7 +49,7 @@ def exprs(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 def problems(dashboard: dict[str, Any]) -> list[str]:
     """What is wrong with ``dashboard`` (empty: nothing)."""
-    exported = metrics.exported_names()
+    exported = exported_series.exported_names()
     found: list[str] = []
     used: set[str] = set()
     queries = list(exprs(dashboard))
@@ -61,7 +62,11 @@ def problems(dashboard: dict[str, Any]) -> list[str]:
                 found.append(f"{title!r}: {name} is not an exported series")
         if expr.count(MODEL_FILTER) != len(NAME.findall(expr)):
             found.append(f"{title!r}: a series without {MODEL_FILTER}: {expr}")
-    series = {*metrics.SERIES, metrics.WAIT_SERIES, *metrics.HISTOGRAMS}
+    series = {
+        *exported_series.SERIES,
+        exported_series.WAIT_SERIES,
+        *exported_series.HISTOGRAMS,
+    }
     for one in series:
         if not any(name.startswith(one.name) for name in used):
             found.append(f"{one.name} is on no panel")
@@ -80,7 +85,7 @@ def test_dashboard_queries_exported_series_only() -> None:
 
 
 def test_exported_names_cover_every_kind() -> None:
-    names = metrics.exported_names()
+    names = exported_series.exported_names()
     assert "vllm:balance_gathers_total" in names
     assert "vllm:balance_gathers" not in names  # a counter is read as _total
     assert "vllm:balance_running_spread" in names

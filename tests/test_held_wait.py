@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The held-wait tracker (``vllm_ascend_balance.held_wait``) on real vLLM
+"""The held-wait tracker (``vllm_ascend_balance.observability.held_wait``) on real vLLM
 schedulers, stepped by hand as the engine does: ``schedule()``, the fake
 model's output, ``update_from_output()``, then the gather position, where
 the test sets the gate's decision (``balance_frozen``, as a gather would
@@ -37,8 +37,9 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler
-from vllm_ascend_balance import activation, metrics, stats_carrier
-from vllm_ascend_balance.held_wait import HeldWait
+from vllm_ascend_balance.observability import metrics, stats_carrier
+from vllm_ascend_balance.observability.held_wait import HeldWait
+from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -63,7 +64,7 @@ class Run:
 
 
 def _gated(**config: Any) -> Any:
-    return make_scheduler(activation.compose_scheduler(Scheduler), **config)
+    return make_scheduler(composition.compose_scheduler(Scheduler), **config)
 
 
 def run_steps(
@@ -226,7 +227,7 @@ def _kv_consumer_scheduler() -> Any:
     )
     config.cache_config.kv_cache_layout = "LBNHC"  # as upstream's connector tests
     scheduler = make_scheduler(
-        activation.compose_scheduler(Scheduler), vllm_config=config
+        composition.compose_scheduler(Scheduler), vllm_config=config
     )
     if not hasattr(scheduler, "kv_holding_waiting"):
         pytest.skip("this release has no kv_holding_waiting queue")

@@ -3,7 +3,7 @@
 leaves its ``vllm-ascend-balance-<pid>-*`` directory in the temp dir; the
 next start removes it, and only directories whose owner is gone.
 
-- :func:`metrics.remove_stale_dirs` on a directory holding a dead owner's,
+- :func:`metrics_dirs.remove_stale_dirs` on a directory holding a dead owner's,
   a live owner's, a pid-less and an unrelated directory: only the dead
   owner's goes (the others are the negative controls).
 - The real cycle, in real processes with their own ``TMPDIR``: a front-end
@@ -22,16 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance import metrics
+from vllm_ascend_balance.observability import metrics_dirs
 
 pytestmark = pytest.mark.lane_scope("release")
 
 HANG_GUARD_S = 120.0
 FRONT_END = """
 import os, sys, time
-from vllm_ascend_balance import metrics
-metrics.serve_from_front_end()
-print(os.environ[metrics.METRICS_DIR_ENV], flush=True)
+from vllm_ascend_balance.observability import metrics_dirs
+metrics_dirs.serve_from_front_end()
+print(os.environ[metrics_dirs.METRICS_DIR_ENV], flush=True)
 if sys.argv[1] == "wait":
     time.sleep(600)
 """
@@ -42,7 +42,7 @@ def _dead_pid() -> int:
                           capture_output=True, text=True, check=True,
                           timeout=HANG_GUARD_S)  # fmt: skip
     pid = int(proc.stdout)
-    assert not metrics._pid_alive(pid)  # reaped, so gone (unless reused)
+    assert not metrics_dirs._pid_alive(pid)  # reaped, so gone (unless reused)
     return pid
 
 
@@ -54,17 +54,17 @@ def test_only_directories_of_gone_owners_are_removed(tmp_path: Path) -> None:
     for path in (dead, live, no_pid, other):
         path.mkdir()
         (path / "counter_balance-1.db").write_bytes(b"\0" * 8)
-    assert metrics.remove_stale_dirs(str(tmp_path)) == [str(dead)]
+    assert metrics_dirs.remove_stale_dirs(str(tmp_path)) == [str(dead)]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         p.name for p in (live, no_pid, other)
     )
-    assert metrics.remove_stale_dirs(str(tmp_path)) == []  # idempotent
+    assert metrics_dirs.remove_stale_dirs(str(tmp_path)) == []  # idempotent
 
 
 def _front_end(tmp: Path, mode: str) -> subprocess.Popen[str]:
     env = dict(os.environ, TMPDIR=str(tmp))
-    env.pop(metrics.PROMETHEUS_DIR_ENV, None)
-    env.pop(metrics.METRICS_DIR_ENV, None)
+    env.pop(metrics_dirs.PROMETHEUS_DIR_ENV, None)
+    env.pop(metrics_dirs.METRICS_DIR_ENV, None)
     return subprocess.Popen(
         [sys.executable, "-c", FRONT_END, mode],
         stdout=subprocess.PIPE,
@@ -98,5 +98,5 @@ def test_a_killed_runs_directory_is_removed_at_the_next_start(tmp_path: Path) ->
     finally:
         nxt.kill()
         nxt.wait(HANG_GUARD_S)
-    metrics.remove_stale_dirs(str(tmp_path))
+    metrics_dirs.remove_stale_dirs(str(tmp_path))
     assert list(tmp_path.iterdir()) == []

@@ -156,8 +156,11 @@ def test_wheel_metadata_does_not_depend_on_vllm(dists: dict[str, Path]) -> None:
     npu = [r for r in requires if r.startswith("torch-npu")]
     assert npu and all('extra == "npu"' in r for r in npu), requires
     assert "[vllm.general_plugins]" in entry_points
-    assert "ascend_balance = vllm_ascend_balance.activation:register" in entry_points
-    assert "vllm-ascend-balance = vllm_ascend_balance.cli:main" in entry_points
+    assert (
+        "ascend_balance = vllm_ascend_balance.wiring.activation:register"
+        in entry_points
+    )
+    assert "vllm-ascend-balance = vllm_ascend_balance.tools.cli:main" in entry_points
 
 
 def test_release_check_refuses_a_tag_that_is_not_the_version(tmp_path: Path) -> None:
@@ -306,7 +309,7 @@ def test_installed_wheel_patches_a_seamless_vllm_then_doctor_says_active(
     ``patch-vllm`` restores the seam from the wheel's own series, and
     ``doctor`` with ``vllm serve``'s arguments reports balance active."""
     from tests.support import vllm_copy
-    from vllm_ascend_balance import series
+    from vllm_ascend_balance.tools import series
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
@@ -338,7 +341,7 @@ def test_installed_wheel_patches_a_seamless_vllm_then_doctor_says_active(
     assert f"applied 1 patch(es) for v{version}" in applied
     assert str(purelib / PACKAGE / "upstream_patch") in str(
         _run(
-            [python, "-c", "from vllm_ascend_balance import series; "
+            [python, "-c", "from vllm_ascend_balance.tools import series; "
              "print(series.series_root())"],
             env=env, cwd=tmp_path,
         ).stdout

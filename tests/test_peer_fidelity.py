@@ -23,6 +23,8 @@ from vllm_ascend_balance.replay.peers import (
 )
 from vllm_ascend_balance.replay.peers.state import admissible_now
 from vllm_ascend_balance.replay.peers.trtllm_adp import context_requests
+from vllm_ascend_balance.replay.pipeline.workload import builtin_requests
+from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 from vllm_ascend_balance.replay.sim.adp_routing import route_requests
 from vllm_ascend_balance.replay.sim.build import (
     PromptPool,
@@ -32,8 +34,6 @@ from vllm_ascend_balance.replay.sim.build import (
 )
 from vllm_ascend_balance.replay.sim.fleet import simulate
 from vllm_ascend_balance.replay.sim.peer_step import PeerStep
-from vllm_ascend_balance.replay.workload import builtin_requests
-from vllm_ascend_balance.replay.workload_types import ReplayRequest
 
 # Real schedulers: their admission checks (budget, blocks) differ by release.
 pytestmark = pytest.mark.lane_scope("release", "main")

@@ -2,7 +2,7 @@
 """The ``--mode`` grammar of the peer policies: every knob of every peer
 is settable from the mode string (what a sweep needs), each default is the
 one the grammar documents, and the grammar is documented where users read
-it (``--help``, :mod:`vllm_ascend_balance.replay.modes`)."""
+it (``--help``, :mod:`vllm_ascend_balance.replay.pipeline.modes`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import dataclasses
 
 import pytest
 
-from vllm_ascend_balance.replay import modes
-from vllm_ascend_balance.replay.modes import ModeError, parse_modes
-from vllm_ascend_balance.replay.options import ReplayOptions
 from vllm_ascend_balance.replay.peers import POLICIES, PolicyError, make_policy
+from vllm_ascend_balance.replay.pipeline import modes
+from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
 
 # Parsing only: no vLLM object is involved.
 pytestmark = pytest.mark.lane_scope("release")

@@ -6,7 +6,7 @@ answers every query of the Grafana dashboard.
   missing, one line on stderr: tests/support/prometheus.py), run with a
   temp config and TSDB on a loopback port, scraping ``/metrics`` every
   second and loading ``docs/observability/alerts.yml``;
-- the server: the demo's (:func:`vllm_ascend_balance.demo.running_server`:
+- the server: the demo's (:func:`vllm_ascend_balance.tools.demo.running_server`:
   vLLM's OpenAI API server, DP 2 on CPU, the tiny MoE model served as
   ``tiny-moe``, the cost-model executor), balance on with
   ``balance_max_frozen_steps`` 2 (so every series moves: frozen and
@@ -40,7 +40,7 @@ import pytest
 from tests.support import prometheus
 from tests.support.lanes import REPO_ROOT
 from tests.test_grafana_dashboard import exprs, load
-from vllm_ascend_balance import demo
+from vllm_ascend_balance.tools import demo
 
 pytestmark = [pytest.mark.lane_scope("release"), pytest.mark.e2e, pytest.mark.slow]
 

@@ -45,10 +45,10 @@ from tests.test_gate_properties import (
     hypothesis_settings,
     lockstep_scenarios,
 )
-from vllm_ascend_balance import activation
-from vllm_ascend_balance.policies import Gathered
+from vllm_ascend_balance.gate.policies import Gathered
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, admission_cap
+from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -62,7 +62,7 @@ Compose = Callable[[type, int | None, str], type]
 
 
 def compose(base: type, bound: int | None, policy: str) -> type:
-    return activation.compose_scheduler(base, max_held_steps=bound, policy=policy)
+    return composition.compose_scheduler(base, max_held_steps=bound, policy=policy)
 
 
 def payload(scheduler: Any) -> tuple[int, int, int]:

@@ -58,7 +58,7 @@ from tests.support.seam_shapes import (
     pause_loop,
 )
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance.scheduler import SEAM, admission_cap
+from vllm_ascend_balance.gate.scheduler import SEAM, admission_cap
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

@@ -15,9 +15,9 @@ import random
 
 import pytest
 
-from vllm_ascend_balance.replay.compare import Cell, Verdict, compare, judge
-from vllm_ascend_balance.replay.metrics import RunMetrics, Starvation
-from vllm_ascend_balance.replay.modes import parse_modes
+from vllm_ascend_balance.replay.pipeline.compare import Cell, Verdict, compare, judge
+from vllm_ascend_balance.replay.pipeline.metrics import RunMetrics, Starvation
+from vllm_ascend_balance.replay.pipeline.modes import parse_modes
 
 pytestmark = pytest.mark.lane_scope("release")
 

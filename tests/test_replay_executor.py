@@ -21,19 +21,22 @@ import pytest
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr, work_dir
 from vllm_ascend_balance.replay.model.cost import (
     REPLAY_CONFIG_KEY,
     CostModel,
     ReplaySettings,
 )
-from vllm_ascend_balance.replay.modes import Mode
+from vllm_ascend_balance.replay.pipeline.environment import (
+    vllm_logs_to_stderr,
+    work_dir,
+)
+from vllm_ascend_balance.replay.pipeline.modes import Mode
+from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
+from vllm_ascend_balance.replay.pipeline.report import status_lines
 from vllm_ascend_balance.replay.real.deployment import one_line
 from vllm_ascend_balance.replay.real.executor import SAMPLED_TOKEN_ID, CostModelExecutor
 from vllm_ascend_balance.replay.real.interrupts import Interrupts
 from vllm_ascend_balance.replay.real.recorder import rank_file, read_rank_file
-from vllm_ascend_balance.replay.records import RunRecords, RunStatus
-from vllm_ascend_balance.replay.report import status_lines
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_ascend_balance.replay.options import ReplayOptions, parse
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, parse
+from vllm_ascend_balance.replay.pipeline.workload import builtin_requests
 from vllm_ascend_balance.replay.sim.engine import sim_options
 from vllm_ascend_balance.replay.sim.fleet import SimOptions, SimResult, simulate
-from vllm_ascend_balance.replay.workload import builtin_requests
 
 # The verdict is vLLM's scheduler's (block allocation, preemption), which
 # differs between releases. Not on the fork lane yet: on vLLM 0.33.0 the

@@ -14,16 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_ascend_balance.replay.join import join_run
-from vllm_ascend_balance.replay.metrics import run_metrics
-from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.records import (
+from vllm_ascend_balance.replay.pipeline.join import join_run
+from vllm_ascend_balance.replay.pipeline.metrics import run_metrics
+from vllm_ascend_balance.replay.pipeline.modes import Mode
+from vllm_ascend_balance.replay.pipeline.records import (
     RankRequest,
     RankStep,
     RunRecords,
     RunStatus,
 )
-from vllm_ascend_balance.replay.workload import ReplayRequest
+from vllm_ascend_balance.replay.pipeline.workload import ReplayRequest
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -197,7 +197,7 @@ def test_a_run_that_stopped_early_keeps_its_status_and_partial_requests():
 
 
 def test_plot_and_json_of_a_run(tmp_path):
-    from vllm_ascend_balance.replay.report import plot_running, run_json
+    from vllm_ascend_balance.replay.pipeline.report import plot_running, run_json
 
     workload, steps, requests = _random_schedule(5, 2)
     run = _records(workload, [True] * len(workload), steps, requests)

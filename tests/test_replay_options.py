@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance.replay import options as replay_options
-from vllm_ascend_balance.replay.cli import run_order
 from vllm_ascend_balance.replay.model.cost import REPLAY_CONFIG_KEY, CostModel
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
-from vllm_ascend_balance.replay.modes import Mode, ModeError, parse_modes
-from vllm_ascend_balance.replay.options import ReplayOptions, parse
+from vllm_ascend_balance.replay.pipeline import options as replay_options
+from vllm_ascend_balance.replay.pipeline.cli import run_order
+from vllm_ascend_balance.replay.pipeline.modes import Mode, ModeError, parse_modes
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, parse
+from vllm_ascend_balance.replay.pipeline.records import RunStatus
 from vllm_ascend_balance.replay.real.deployment import engine_args
-from vllm_ascend_balance.replay.records import RunStatus
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance.replay import progress
+from vllm_ascend_balance.replay.pipeline import progress
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -52,7 +52,7 @@ def test_replay_prints_a_line_per_run_to_a_redirected_stderr(
     """``vllm-ascend-balance replay --engine sim`` (a small built-in slice),
     stderr a file: every run of off, on is announced, started and finished,
     in run order, with heartbeat lines in between."""
-    from vllm_ascend_balance.cli import main
+    from vllm_ascend_balance.tools.cli import main
 
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
     log = tmp_path / "stderr.log"

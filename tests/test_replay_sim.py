@@ -25,15 +25,15 @@ import pytest
 import torch
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from vllm_ascend_balance.activation import compose_scheduler
-from vllm_ascend_balance.replay.engine import load_engine
-from vllm_ascend_balance.replay.metrics import run_metrics
-from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.engine import load_engine
+from vllm_ascend_balance.replay.pipeline.metrics import run_metrics
+from vllm_ascend_balance.replay.pipeline.modes import Mode
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.workload import builtin_requests, load_workload
 from vllm_ascend_balance.replay.sim import dp_group
 from vllm_ascend_balance.replay.sim.fleet import SimOptions, SimResult, simulate
 from vllm_ascend_balance.replay.sim.routing import Router
-from vllm_ascend_balance.replay.workload import builtin_requests, load_workload
+from vllm_ascend_balance.wiring.composition import compose_scheduler
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

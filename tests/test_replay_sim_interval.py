@@ -24,14 +24,14 @@ from unittest import mock
 
 import pytest
 
-from vllm_ascend_balance.replay.engine import load_engine
-from vllm_ascend_balance.replay.metrics import run_metrics
-from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.engine import load_engine
+from vllm_ascend_balance.replay.pipeline.metrics import run_metrics
+from vllm_ascend_balance.replay.pipeline.modes import Mode
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.workload import ReplayRequest, load_workload
 from vllm_ascend_balance.replay.sim import fleet
 from vllm_ascend_balance.replay.sim.engine import SimEngineError, check_mode
 from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
-from vllm_ascend_balance.replay.workload import ReplayRequest, load_workload
 
 
 def _has_throttle() -> bool:

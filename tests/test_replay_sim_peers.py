@@ -15,8 +15,8 @@ from unittest import mock
 import pytest
 
 from vllm_ascend_balance.replay.peers import POLICIES, PeerGateMixin
+from vllm_ascend_balance.replay.pipeline.workload import builtin_requests
 from vllm_ascend_balance.replay.sim.fleet import SimOptions, SimResult, simulate
-from vllm_ascend_balance.replay.workload import builtin_requests
 
 OPTS = SimOptions(dp_size=2, max_num_seqs=8, max_num_batched_tokens=1024)
 REQUESTS = builtin_requests(seed=3, num_bursts=2, burst=(24, 30))

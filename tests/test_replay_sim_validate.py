@@ -58,9 +58,9 @@ def test_sim_agrees_with_real_deployment(tmp_path: Path) -> None:
 
 
 def _metrics(tmp_path: Path) -> object:
-    from vllm_ascend_balance.replay.engine import load_engine
-    from vllm_ascend_balance.replay.metrics import run_metrics
-    from vllm_ascend_balance.replay.options import ReplayOptions
+    from vllm_ascend_balance.replay.pipeline.engine import load_engine
+    from vllm_ascend_balance.replay.pipeline.metrics import run_metrics
+    from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
 
     options = ReplayOptions(dp=2, engine="sim", mode="on", repeat=1, max_num_seqs=8)
     workload = Case("builtin", 2, duration=15.0).workload(REPO_ROOT, 16384)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance.cli import main
-from vllm_ascend_balance.replay.traces import read_azure_csv, read_jsonl
-from vllm_ascend_balance.replay.workload import (
+from vllm_ascend_balance.replay.pipeline.traces import read_azure_csv, read_jsonl
+from vllm_ascend_balance.replay.pipeline.workload import (
     AZURE_ATTRIBUTION,
     WorkloadError,
     builtin_requests,
@@ -19,6 +18,7 @@ from vllm_ascend_balance.replay.workload import (
     load_workload,
     select,
 )
+from vllm_ascend_balance.tools.cli import main
 
 pytestmark = pytest.mark.lane_scope("release")
 

@@ -39,7 +39,7 @@ from tests.support.seam_shapes import (
     stop_condition,
 )
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance.scheduler import admission_cap
+from vllm_ascend_balance.gate.scheduler import admission_cap
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

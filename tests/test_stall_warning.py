@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from tests.support.processes import join_processes, start_processes
-from vllm_ascend_balance import config
+from vllm_ascend_balance.wiring import config, config_read
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
@@ -70,11 +70,12 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
 
     from tests.support.model_outputs import fake_model_output
     from tests.support.vllm_objects import make_request, make_scheduler
-    from vllm_ascend_balance import activation, metrics
-    from vllm_ascend_balance.engine import install_gather_hook
+    from vllm_ascend_balance.observability import metrics_dirs
+    from vllm_ascend_balance.wiring import composition
+    from vllm_ascend_balance.wiring.engine_hook import install_gather_hook
 
     work = Path(workdir)
-    os.environ[metrics.METRICS_DIR_ENV] = str(work / "metrics")
+    os.environ[metrics_dirs.METRICS_DIR_ENV] = str(work / "metrics")
     handler = logging.FileHandler(work / f"rank{rank}.log")
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     package_logger = logging.getLogger("vllm.vllm_ascend_balance")
@@ -85,7 +86,7 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
     parallel_config.data_parallel_rank_local = rank
     group = parallel_config.stateless_init_dp_group()
     scheduler: Any = make_scheduler(
-        activation.compose_scheduler(Scheduler), max_num_seqs=3, num_blocks=400
+        composition.compose_scheduler(Scheduler), max_num_seqs=3, num_blocks=400
     )
     install_gather_hook(DPEngineCoreProc)
     engine: Any = DPEngineCoreProc.__new__(DPEngineCoreProc)  # no executor, no ZMQ
@@ -245,14 +246,14 @@ def _config(value: Any) -> Any:
     ],
 )
 def test_stall_setting_accepted(value: Any, expected: float | None) -> None:
-    assert config.read_stall_warning_s(_config(value)) == expected
-    assert config.read_balance_setting(_config(value)).stall_warning_s == expected
+    assert config_read.read_stall_warning_s(_config(value)) == expected
+    assert config_read.read_balance_setting(_config(value)).stall_warning_s == expected
 
 
 @pytest.mark.parametrize("value", [-1, -0.5, True, False, "60", [], {}, float("inf")])
 def test_stall_setting_bad_value_is_a_one_line_error(value: Any) -> None:
     with pytest.raises(config.BalanceConfigError) as info:
-        config.read_balance_setting(_config(value))
+        config_read.read_balance_setting(_config(value))
     message = str(info.value)
     assert "\n" not in message
     for needle in (config.STALL_SETTING, "or 0", config.STALL_EXAMPLE):
@@ -263,13 +264,13 @@ def test_a_misspelled_stall_key_is_refused() -> None:
     cfg = _config("absent")
     cfg.additional_config["scheduler_config"]["balance_stall_warning"] = 5
     with pytest.raises(config.BalanceConfigError, match="balance_stall_warning_s"):
-        config.read_balance_setting(cfg)
+        config_read.read_balance_setting(cfg)
 
 
 def test_watchdog_off_starts_no_thread() -> None:
     """Negative control for the setting's ``0``: no thread, so nothing can
     ever be reported (and nothing costs more than the two writes)."""
-    from vllm_ascend_balance.stall import StallWatchdog
+    from vllm_ascend_balance.observability.stall import StallWatchdog
 
     before = threading.active_count()
     dog = StallWatchdog(dp_rank=3, threshold_s=None)

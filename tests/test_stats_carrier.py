@@ -24,7 +24,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.support.vllm_objects import make_scheduler, make_vllm_config
-from vllm_ascend_balance import activation, stats_carrier
+from vllm_ascend_balance.observability import stats_carrier
+from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 def _gated(**totals: float) -> Any:
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    scheduler: Any = make_scheduler(activation.compose_scheduler(Scheduler))
+    scheduler: Any = make_scheduler(composition.compose_scheduler(Scheduler))
     for attr, value in totals.items():
         setattr(scheduler, attr, value)
     return scheduler

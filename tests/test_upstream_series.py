@@ -453,7 +453,7 @@ def test_installed_vllm_is_the_pinned_release_plus_the_series(sdist_tree, tmp_pa
     installed ``scheduler.py`` is the sdist's plus the series, nothing else."""
     import vllm.v1.core.sched.scheduler as installed
 
-    from vllm_ascend_balance.vllm_install import (
+    from vllm_ascend_balance.tools.vllm_install import (
         FORK_BRANCH,
         PATCHED_WHEEL,
         inspect_install,
@@ -547,7 +547,7 @@ def test_package_gate_uses_the_release_cap(sdist_tree):
     newer ones: a separate admission cap). Every other ``max_num_*`` count is
     set to a decoy value, so reading the wrong one cannot pass by accident."""
     from tests.support.vllm_objects import make_scheduler
-    from vllm_ascend_balance.scheduler import admission_cap
+    from vllm_ascend_balance.gate.scheduler import admission_cap
 
     cap = release_cap((sdist_tree / SCHEDULER_REL).read_text())
     scheduler = make_scheduler(max_num_seqs=7)

@@ -64,7 +64,7 @@ from tests.support.differential import (  # noqa: E402
 from tests.support.model_outputs import fake_model_output  # noqa: E402
 from tests.support.original_scheduler import async_scheduler_over  # noqa: E402
 from tests.support.vllm_objects import make_request  # noqa: E402
-from vllm_ascend_balance.scheduler import SEAM  # noqa: E402
+from vllm_ascend_balance.gate.scheduler import SEAM  # noqa: E402
 
 
 def _load_patch_module() -> Any:

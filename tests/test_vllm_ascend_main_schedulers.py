@@ -54,11 +54,9 @@ from tests.support.vllm_objects import (  # noqa: E402
     make_scheduler,
     make_vllm_config,
 )
-from vllm_ascend_balance.activation import (  # noqa: E402
-    compose_scheduler,
-    unreachable_gate,
-)
-from vllm_ascend_balance.scheduler import SEAM, admission_cap  # noqa: E402
+from vllm_ascend_balance.gate.scheduler import SEAM, admission_cap  # noqa: E402
+from vllm_ascend_balance.wiring.composition import compose_scheduler  # noqa: E402
+from vllm_ascend_balance.wiring.reach import unreachable_gate  # noqa: E402
 
 BLOCK_SIZE = 16
 

@@ -9,12 +9,13 @@ request that step ("leader-at-cap => global freeze").
 The package touches vLLM at exactly two points:
 
 - ``Scheduler._should_stop_admitting_waiting()``, the seam added by
-  ``upstream_patch/`` (see :mod:`vllm_ascend_balance.scheduler`);
+  ``upstream_patch/`` (see :mod:`vllm_ascend_balance.gate.scheduler`);
 - ``DPEngineCoreProc._has_global_unfinished_reqs()``, the per-step cross-rank
-  sync, right after which the gather runs (see :mod:`vllm_ascend_balance.engine`).
+  sync, right after which the gather runs
+  (see :mod:`vllm_ascend_balance.wiring.engine_hook`).
 
 Both are activated only when ``enable_balance_scheduling`` is set
-(see :mod:`vllm_ascend_balance.activation`). Importing this package imports
+(see :mod:`vllm_ascend_balance.wiring.activation`). Importing this package imports
 neither vLLM nor torch.
 """
 

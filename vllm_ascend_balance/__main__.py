@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from vllm_ascend_balance.cli import main
+from vllm_ascend_balance.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -47,8 +47,8 @@ from vllm.v1.request import RequestStatus
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
-from vllm_ascend_balance.activation import compose_scheduler
-from vllm_ascend_balance.scheduler import admission_cap
+from vllm_ascend_balance.gate.scheduler import admission_cap
+from vllm_ascend_balance.wiring.composition import compose_scheduler
 
 BLOCK_SIZE = 16
 

@@ -33,7 +33,7 @@ def _record_choice(*args: Any, dp_rank: int = 0, **kwargs: Any) -> None:
 
     import vllm.v1.engine.core as engine_core_mod
 
-    from vllm_ascend_balance.engine import gather_hook_installed
+    from vllm_ascend_balance.wiring.engine_hook import gather_hook_installed
 
     engine_cls = engine_core_mod.DPEngineCoreProc
     scheduler_cls = kwargs["vllm_config"].scheduler_config.get_scheduler_cls()

@@ -26,10 +26,10 @@ from typing import Any
 
 from vllm.logger import init_logger
 
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
 from vllm_ascend_balance.replay.real.engine import run_slug
 from vllm_ascend_balance.replay.real.executor import CostModelExecutor
 from vllm_ascend_balance.replay.real.recorder import RankFile, rank_file, read_rank_file
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin
 
 logger = init_logger(__name__)
 
@@ -118,7 +118,7 @@ def run_replay(
     started: Callable[[], bool] | None = None,
     startup_timeout: float = 600.0,
 ) -> ReplayProcess:
-    """Run ``python -m vllm_ascend_balance.cli replay ARGS`` in a new session.
+    """Run ``python -m vllm_ascend_balance.tools.cli replay ARGS`` in a new session.
 
     When it has not exited after ``timeout`` seconds (a hang; counted from
     the first time ``started()`` is true when given, at most
@@ -133,7 +133,7 @@ def run_replay(
         [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
     )
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
-    cmd = [sys.executable, "-m", "vllm_ascend_balance.cli", "replay", *args]
+    cmd = [sys.executable, "-m", "vllm_ascend_balance.tools.cli", "replay", *args]
     if json_path is not None:
         cmd += ["--json", str(json_path)]
     proc = subprocess.Popen(

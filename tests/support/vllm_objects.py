@@ -187,7 +187,7 @@ def create_through_front_end(
     (with :func:`make_vllm_config` and ``kwargs``), then planned."""
     from types import SimpleNamespace
 
-    from vllm_ascend_balance import activation
+    from vllm_ascend_balance.wiring import activation
 
     engine_args = SimpleNamespace(additional_config=additional_config)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_ascend_balance.series import (
+from vllm_ascend_balance.tools.series import (
     SeriesError,
     applied_digest,
     apply_series,

@@ -2,19 +2,11 @@
 """Replay a workload on a vLLM DP deployment on CPU, balance off vs on.
 
 Map: one pipeline, two engines behind the
-:class:`~vllm_ascend_balance.replay.engine.ReplayEngine` seam.
+:class:`~vllm_ascend_balance.replay.pipeline.engine.ReplayEngine` seam, each
+in a room of its own:
 
-- This folder is the pipeline, in the order a replay runs it:
-  :mod:`.cli` (``vllm-ascend-balance replay``) ->
-  :mod:`.options` (every option; :mod:`.fields` turns dataclass fields into
-  argparse; :mod:`.modes` the ``--mode`` grammar; :mod:`.registry` the
-  ``--engine`` names) -> :mod:`.workload` (:mod:`.traces` the trace readers,
-  :mod:`.workload_types` the input types) -> :mod:`.engine` (the seam) ->
-  :mod:`.records` + :mod:`.join` (per-rank records joined on the modeled
-  clock) -> :mod:`.metrics` -> :mod:`.compare` (each metric against its
-  noise) -> :mod:`.summary` (:mod:`.report` the table and JSON,
-  :mod:`.heatmap` the large-DP plot); :mod:`.environment`, :mod:`.paths`
-  and :mod:`.progress` serve every stage.
+- :mod:`.pipeline`: the pipeline, in the order a replay runs it (options,
+  workload, the engine seam, records, metrics, the comparison, the summary).
 - :mod:`.model`: the weightless model both engines run (step cost, outputs,
   the tiny MoE directory).
 - :mod:`.real`: the real engine, a vLLM ``AsyncLLM`` DP deployment
@@ -27,7 +19,7 @@ Map: one pipeline, two engines behind the
   engine checked against the real one.
 
 The two engine rooms never import each other, nor does the pipeline
-import either: :mod:`.engine` loads the one ``--engine`` names (by
-:mod:`.registry`'s ``module:Class``), and the rooms build on the pipeline's
-types (options, workload, records) and on :mod:`.model`.
+import either: :mod:`.pipeline.engine` loads the one ``--engine`` names
+(by :mod:`.pipeline.registry`'s ``module:Class``), and the rooms build on
+the pipeline's types (options, workload, records) and on :mod:`.model`.
 """

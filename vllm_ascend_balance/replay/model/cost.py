@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.fields import check_bounds, option
+from vllm_ascend_balance.replay.pipeline.fields import check_bounds, option
 
 logger = init_logger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Any
 from vllm.v1.outputs import ModelRunnerOutput
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.records import RankRequest
+from vllm_ascend_balance.replay.pipeline.records import RankRequest
 
 # vLLM 0.34 dropped ModelRunnerOutput.req_id_to_index (the index is the
 # position in req_ids); older releases require it.

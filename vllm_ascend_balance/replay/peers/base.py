@@ -31,6 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from vllm_ascend_balance.gate.scheduler import SEAM
 from vllm_ascend_balance.replay.peers.state import (
     RECENT_PREFILL_BATCHES,
     PassHistory,
@@ -38,7 +39,6 @@ from vllm_ascend_balance.replay.peers.state import (
     gathered_clock_s,
     rank_state,
 )
-from vllm_ascend_balance.scheduler import SEAM
 
 __all__ = [
     "RECENT_PREFILL_BATCHES",
@@ -159,7 +159,7 @@ class PeerGateMixin:
     Composed in front of vLLM's ``Scheduler`` by :func:`compose_peer_gate`;
     the simulated engine sets :attr:`peer_hold` from the policy's decision
     before each ``schedule()``. Mirrors
-    :class:`~vllm_ascend_balance.scheduler.BalanceSchedulerMixin`'s use of
+    :class:`~vllm_ascend_balance.gate.scheduler.BalanceSchedulerMixin`'s use of
     the seam (``Scheduler._should_stop_admitting_waiting``).
     """
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.model.cost import REPLAY_CONFIG_KEY, ReplaySettings
-from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.options import ReplayOptions
-from vllm_ascend_balance.replay.workload_types import ReplayRequest
+from vllm_ascend_balance.replay.pipeline.modes import Mode
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 
 logger = init_logger(__name__)
 

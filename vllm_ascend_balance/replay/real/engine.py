@@ -8,7 +8,7 @@ Started the way ``vllm serve`` starts it: ``AsyncLLM`` with
 ``additional_config``. The executor is
 :class:`~vllm_ascend_balance.replay.real.executor.CostModelExecutor`, which writes
 the per-rank records this engine joins into
-:class:`~vllm_ascend_balance.replay.records.RunRecords`.
+:class:`~vllm_ascend_balance.replay.pipeline.records.RunRecords`.
 
 One run: start the deployment; warm it up (a few short requests per rank,
 not measured, so no run pays the front-end's or the engines' first-request
@@ -32,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.engine import RecordingError
-from vllm_ascend_balance.replay.join import REQUEST_ID, join_run
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
-from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.engine import RecordingError
+from vllm_ascend_balance.replay.pipeline.join import REQUEST_ID, join_run
+from vllm_ascend_balance.replay.pipeline.modes import Mode
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
+from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest, Workload
 from vllm_ascend_balance.replay.real.deployment import (
     engine_args,
     one_line,
@@ -50,8 +52,6 @@ from vllm_ascend_balance.replay.real.modeled_clock import (
     modeled_now,
 )
 from vllm_ascend_balance.replay.real.recorder import RankFile, rank_file, read_rank_file
-from vllm_ascend_balance.replay.records import RunRecords, RunStatus
-from vllm_ascend_balance.replay.workload_types import ReplayRequest, Workload
 
 logger = init_logger(__name__)
 
@@ -63,7 +63,7 @@ CLOCK_POLL_S = 0.002
 
 
 class AsyncLLMEngine:
-    """:class:`~vllm_ascend_balance.replay.engine.ReplayEngine` on a real
+    """:class:`~vllm_ascend_balance.replay.pipeline.engine.ReplayEngine` on a real
     ``AsyncLLM`` deployment (see the module docstring)."""
 
     def run(

@@ -40,6 +40,7 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes
 
+from vllm_ascend_balance.gate.scheduler import admission_cap
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.model.cost import ReplaySettings
 from vllm_ascend_balance.replay.model.outputs import (
@@ -48,6 +49,7 @@ from vllm_ascend_balance.replay.model.outputs import (
     OutputModel,
     model_runner_output,
 )
+from vllm_ascend_balance.replay.pipeline.records import RankStart, RankStep
 from vllm_ascend_balance.replay.real.lockstep import LockStep
 from vllm_ascend_balance.replay.real.modeled_clock import (
     ClockBoard,
@@ -60,8 +62,6 @@ from vllm_ascend_balance.replay.real.recorder import (
     rank_file,
     recording_class,
 )
-from vllm_ascend_balance.replay.records import RankStart, RankStep
-from vllm_ascend_balance.scheduler import admission_cap
 
 __all__ = ["SAMPLED_TOKEN_ID", "CostModelExecutor"]
 

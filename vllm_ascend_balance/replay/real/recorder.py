@@ -4,7 +4,7 @@ scheduler.
 
 Each engine process appends one JSON line per record to
 ``<run_dir>/rank<r>.jsonl``: ``{"kind": <record class name>, **fields}`` for
-the classes of :mod:`vllm_ascend_balance.replay.records` (``RankStart``,
+the classes of :mod:`vllm_ascend_balance.replay.pipeline.records` (``RankStart``,
 ``RankStep``, ``RankRequest``,
 ``GatherRecord``). Reading builds the same classes back, so a
 renamed or missing field fails loudly instead of reading as zero. Lines are
@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from vllm_ascend_balance.gate.scheduler import admission_cap
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.records import (
+from vllm_ascend_balance.replay.pipeline.records import (
     GatherRecord,
     RankRequest,
     RankStart,
     RankStep,
     split_gathered,
 )
-from vllm_ascend_balance.scheduler import admission_cap
 
 logger = init_logger(__name__)
 

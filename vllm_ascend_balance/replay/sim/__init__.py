@@ -11,10 +11,10 @@ in-process DP group) and :mod:`.routing` (which rank a request goes to).
 What is real and what is modeled:
 
 - **Schedulers: real.** Each rank is the scheduler class a real engine core
-  would build: :func:`~vllm_ascend_balance.activation.plan_activation` reads
+  would build: :func:`~vllm_ascend_balance.wiring.activation_plan.plan_activation` reads
   the same ``VllmConfig`` (tiny MoE model directory, DP size N, the balance
   setting) and, where balance applies,
-  :func:`~vllm_ascend_balance.activation.compose_scheduler` composes
+  :func:`~vllm_ascend_balance.wiring.composition.compose_scheduler` composes
   ``BalanceSchedulerMixin`` onto ``Scheduler`` (or ``AsyncScheduler`` with
   ``async_scheduling``), exactly as ``run_engine_core`` does. The KV cache is
   one ``FullAttentionSpec`` group with room for every running request at the

@@ -33,7 +33,7 @@ import heapq
 from collections.abc import Sequence
 from typing import Any
 
-from vllm_ascend_balance.replay.workload_types import ReplayRequest
+from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 
 
 def _active(sched: Any) -> tuple[int, int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.replay.model.cost import CostModel
-from vllm_ascend_balance.replay.workload_types import ReplayRequest
+from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 
 KV_BLOCK_SIZE = 16
 #: The sync interval of ``_has_global_unfinished_reqs`` in releases without
@@ -118,8 +118,9 @@ def _vllm_config(
 def scheduler_class(vllm_config: Any) -> type:
     """The class a DP engine core builds for ``vllm_config``: activation's own
     plan and composition (the balance mixin only where balance applies)."""
-    from vllm_ascend_balance.activation import compose_scheduler, plan_activation
-    from vllm_ascend_balance.ascend_steering import hide_env, steer_vllm_config
+    from vllm_ascend_balance.wiring.activation_plan import plan_activation
+    from vllm_ascend_balance.wiring.ascend_steering import hide_env, steer_vllm_config
+    from vllm_ascend_balance.wiring.composition import compose_scheduler
 
     # What the front-end hands the engines, and what each engine process
     # does with its environment (all "engines" share this process).

@@ -2,12 +2,12 @@
 """``--engine sim``: the replay's engine stage on the simulated engine.
 
 :class:`SimEngine` is the second
-:class:`~vllm_ascend_balance.replay.engine.ReplayEngine`: it runs a workload in
+:class:`~vllm_ascend_balance.replay.pipeline.engine.ReplayEngine`: it runs a workload in
 one mode on N real vLLM schedulers stepped in lock step in this process
 (:mod:`.fleet`) and hands the same
-:class:`~vllm_ascend_balance.replay.records.RunRecords` to the metrics as the
+:class:`~vllm_ascend_balance.replay.pipeline.records.RunRecords` to the metrics as the
 real ``AsyncLLM`` deployment, joined on the same modeled clock
-(:func:`~vllm_ascend_balance.replay.join.join_run`). It is deterministic: the
+(:func:`~vllm_ascend_balance.replay.pipeline.join.join_run`). It is deterministic: the
 same workload and options give the same records, so ``--repeat`` runs are
 identical.
 """
@@ -19,12 +19,12 @@ import sys
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.join import join_run
-from vllm_ascend_balance.replay.modes import Mode
-from vllm_ascend_balance.replay.options import ReplayOptions
-from vllm_ascend_balance.replay.records import RunRecords, RunStatus
+from vllm_ascend_balance.replay.pipeline.join import join_run
+from vllm_ascend_balance.replay.pipeline.modes import Mode
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
+from vllm_ascend_balance.replay.pipeline.workload_types import Workload
 from vllm_ascend_balance.replay.sim.fleet import SimOptions, simulate
-from vllm_ascend_balance.replay.workload_types import Workload
 
 logger = init_logger(__name__)
 
@@ -74,7 +74,7 @@ def check_mode(mode: Mode) -> None:
 
 
 class SimEngine:
-    """:class:`~vllm_ascend_balance.replay.engine.ReplayEngine` on N real
+    """:class:`~vllm_ascend_balance.replay.pipeline.engine.ReplayEngine` on N real
     schedulers in one process (see the module docstring).
 
     The simulation is deterministic, so a repetition (``--repeat``) of a

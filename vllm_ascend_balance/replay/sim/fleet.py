@@ -18,18 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.join import REQUEST_ID
 from vllm_ascend_balance.replay.model.cost import lockstep_ms
 from vllm_ascend_balance.replay.model.outputs import Batch, OutputModel
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
-from vllm_ascend_balance.replay.records import (
+from vllm_ascend_balance.replay.pipeline.join import REQUEST_ID
+from vllm_ascend_balance.replay.pipeline.records import (
     GatherRecord,
     RankRequest,
     RankStart,
     RankStep,
     split_gathered,
 )
+from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 from vllm_ascend_balance.replay.sim.adp_routing import AdpRouter
 from vllm_ascend_balance.replay.sim.build import (
     PromptPool,
@@ -41,8 +43,6 @@ from vllm_ascend_balance.replay.sim.build import (
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 from vllm_ascend_balance.replay.sim.peer_step import PeerStep
 from vllm_ascend_balance.replay.sim.routing import Router
-from vllm_ascend_balance.replay.workload_types import ReplayRequest
-from vllm_ascend_balance.scheduler import BalanceSchedulerMixin, admission_cap
 
 __all__ = [
     "SimOptions",
@@ -118,7 +118,7 @@ def simulate(
         balance: the ``enable_balance_scheduling`` setting.
         bounds: more keys of the balance setting's ``scheduler_config``
             (``balance_max_frozen_steps`` or ``balance_max_held_steps``;
-            :meth:`~vllm_ascend_balance.replay.modes.Mode.bounds`).
+            :meth:`~vllm_ascend_balance.replay.pipeline.modes.Mode.bounds`).
         peer: a peer policy's ``--mode`` entry
             (:mod:`~vllm_ascend_balance.replay.peers`), balance off.
         work_dir: where the tiny model directory goes (a temporary one when

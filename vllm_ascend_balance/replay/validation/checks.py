@@ -2,7 +2,7 @@
 """The checks of ``validate-sim``: one case and mode of the simulated engine
 against the real deployment's runs, and the table they print.
 
-Pure comparison of :class:`~vllm_ascend_balance.replay.metrics.RunMetrics` (no
+Pure comparison of :class:`~vllm_ascend_balance.replay.pipeline.metrics.RunMetrics` (no
 engine, no vLLM), so the tolerances can be tested on made-up metrics;
 :mod:`.cli` runs the engines and calls :func:`compare_runs`. What is compared,
 and why a median of several real runs: :mod:`.cli`.
@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from vllm_ascend_balance.replay.metrics import RunMetrics
+from vllm_ascend_balance.replay.pipeline.metrics import RunMetrics
 
 #: Largest difference of the frozen share of steps, sim vs real median (points).
 FROZEN_POINTS = 0.03

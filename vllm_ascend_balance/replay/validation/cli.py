@@ -6,7 +6,7 @@ For each case (a workload at a DP size, balance off and on) the workload runs
 ``real_repeats`` times on the real ``AsyncLLM`` deployment (``--engine
 asyncllm``) and once on the simulated engine (``--engine sim``, deterministic),
 and the simulation's metrics (the replay's own,
-:func:`~vllm_ascend_balance.replay.metrics.run_metrics`) must agree with the
+:func:`~vllm_ascend_balance.replay.pipeline.metrics.run_metrics`) must agree with the
 median of the real runs (the checks and their tolerances: :mod:`.checks`):
 
 - every request completes on every run;
@@ -41,12 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.engine import load_engine
-from vllm_ascend_balance.replay.environment import vllm_logs_to_stderr
-from vllm_ascend_balance.replay.metrics import RunMetrics, run_metrics
-from vllm_ascend_balance.replay.options import ReplayOptions
-from vllm_ascend_balance.replay.progress import announced
-from vllm_ascend_balance.replay.records import RunStatus
+from vllm_ascend_balance.replay.pipeline.engine import load_engine
+from vllm_ascend_balance.replay.pipeline.environment import vllm_logs_to_stderr
+from vllm_ascend_balance.replay.pipeline.metrics import RunMetrics, run_metrics
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.progress import announced
+from vllm_ascend_balance.replay.pipeline.records import RunStatus
+from vllm_ascend_balance.replay.pipeline.workload import Workload, load_workload
 from vllm_ascend_balance.replay.validation.checks import (
     FROZEN_POINTS,
     MIXED_POINTS,
@@ -55,7 +56,6 @@ from vllm_ascend_balance.replay.validation.checks import (
     compare_runs,
     format_checks,
 )
-from vllm_ascend_balance.replay.workload import Workload, load_workload
 
 __all__ = [
     "AZURE_SLICE",

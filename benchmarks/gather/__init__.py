@@ -1,0 +1,3 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The parts of ``benchmarks/bench_gather.py``: the timed ranks
+(:mod:`.ranks`) and the fleet-scale model (:mod:`.scale`)."""

@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``vllm-ascend-balance replay``: workload -> engine -> records -> metrics
+-> comparison -> report.
+
+Every mode runs ``--repeat`` times in alternating order (ABBA...: mode order
+reversed on every other repetition, so neither mode always runs first or
+last), each run on a deployment warmed up before measuring.
+
+Exit status: 0 when every run completed every request, 1 when a run was
+interrupted or failed (the table then shows what was measured, the cause is
+printed in full) or an output could not be written, 2 for bad input or
+options (one line on stderr, no traceback, before any engine starts).
+Results go to stdout; progress (a line as each run starts and ends, and at
+least one a minute while it runs, terminal or not), notes and vLLM's logs (unless
+``VLLM_LOGGING_STREAM`` or ``VLLM_LOGGING_CONFIG_PATH`` is set) to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from typing import Any
+
+from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.pipeline import options as replay_options
+from vllm_ascend_balance.replay.pipeline.engine import RecordingError, load_engine
+from vllm_ascend_balance.replay.pipeline.environment import (
+    vllm_logs_to_stderr,
+    work_dir,
+)
+from vllm_ascend_balance.replay.pipeline.modes import Mode
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, pacing
+from vllm_ascend_balance.replay.pipeline.paths import check_outputs
+from vllm_ascend_balance.replay.pipeline.progress import announced
+from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
+from vllm_ascend_balance.replay.pipeline.workload_types import Workload
+
+logger = init_logger(__name__)
+
+add_arguments = replay_options.add_arguments
+
+
+def run_order(modes: list[Mode], repeat: int) -> list[tuple[Mode, int]]:
+    """``(mode, repetition)`` in run order: ABBA... (ABC CBA ABC ...)."""
+    order: list[tuple[Mode, int]] = []
+    for i in range(repeat):
+        order += [(m, i) for m in (modes if i % 2 == 0 else modes[::-1])]
+    return order
+
+
+def _error(message: str) -> None:
+    print(f"vllm-ascend-balance replay: error: {message}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        options = replay_options.from_namespace(args)
+        check_outputs(options)
+        workload = options.load_workload()
+    except ValueError as exc:  # WorkloadError, ModeError, OutputPathError
+        _error(str(exc))
+        return 2
+    try:
+        with work_dir(options.run_dir) as work:
+            return _run(dataclasses.replace(options, run_dir=work), workload)
+    except KeyboardInterrupt:  # between runs, or while reporting
+        print("replay: interrupted", file=sys.stderr)
+        return 1
+
+
+def _run(options: ReplayOptions, workload: Workload) -> int:
+    from vllm_ascend_balance.replay.pipeline.summary import print_results
+
+    summary = workload.summary()
+    print(
+        f"replay: {summary['requests']} requests from {summary['source']} over "
+        f"{summary['span_s']:g} modeled s; DP {options.dp}, cap "
+        f"{options.max_num_seqs}/rank, routing {options.routing}, modes "
+        f"{options.mode} x {options.repeat}, {pacing(options)}",
+        file=sys.stderr,
+    )
+    if workload.clipped:
+        print(f"replay: --clip adjusted {workload.clipped} request(s)", file=sys.stderr)
+    engine = load_engine(options.engine)
+    runs: list[RunRecords] = []
+    started = time.monotonic()
+    order = run_order(options.modes(), options.repeat)
+    with vllm_logs_to_stderr():
+        for k, (mode, i) in enumerate(order, 1):
+            what = f"run {k}/{len(order)}: mode {mode.label} (repetition {i + 1})"
+            with announced(what) as progress:
+                try:
+                    records = engine.run(workload, mode, options, i)
+                except RecordingError as exc:
+                    progress["status"] = "recording failed"
+                    _error(f"{mode.label} run {i + 1}: {exc}")
+                    return 1
+                except KeyboardInterrupt:
+                    records = RunRecords(mode, i, options.dp, RunStatus.INTERRUPTED)
+                if records.status is not RunStatus.OK:
+                    progress["status"] = records.status.value
+            runs.append(records)
+            if records.status is not RunStatus.OK:
+                break  # interrupted or failed: report what we have
+    payload: dict[str, Any] = {
+        "workload": summary,
+        "options": dataclasses.asdict(options),
+        "wall_s": round(time.monotonic() - started, 1),
+        "attribution": workload.attribution,
+    }
+    ok = print_results(options, workload, runs, payload)
+    complete = len(runs) == options.repeat * len(options.modes()) and all(
+        r.status is RunStatus.OK and all(q.done for q in r.requests) for r in runs
+    )
+    return 0 if ok and complete else 1

@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``vllm-ascend-balance`` command line: ``patch-vllm``, ``doctor``,
+``demo``, ``replay`` and ``validate-sim``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; results go to stdout, vLLM's logs to stderr."""
+    from vllm_ascend_balance.tools.log_streams import vllm_logs_to_stderr
+
+    # Before the subcommands import vLLM, which configures its log handler
+    # on first import.
+    with vllm_logs_to_stderr():
+        return _main(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand (tests check documented commands with it)."""
+    parser = argparse.ArgumentParser(
+        prog="vllm-ascend-balance",
+        description="Balance scheduling for vLLM DP + MoE: diagnostics and replay.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    from vllm_ascend_balance.tools import doctor, patch_vllm
+
+    patch_vllm.add_arguments(
+        sub.add_parser(
+            "patch-vllm",
+            help="add the seam to the installed vLLM (the series for its version)",
+        )
+    )
+
+    doctor.add_arguments(
+        sub.add_parser(
+            "doctor",
+            help="check the install and what a `vllm serve` command line activates",
+            allow_abbrev=False,
+        )
+    )
+    from vllm_ascend_balance.tools import demo_cli
+
+    demo_cli.add_arguments(
+        sub.add_parser(
+            "demo",
+            help="serve a balance-enabled vLLM DP deployment on CPU (tiny MoE "
+            "model, no weights): URL, curl, /metrics, doctor",
+            allow_abbrev=False,
+        )
+    )
+    # An ImportError of the replay is a bug to see in full, not a missing
+    # subcommand (argparse would answer "invalid choice: 'replay'").
+    from vllm_ascend_balance.replay.pipeline import cli as replay_cli
+
+    replay_cli.add_arguments(
+        sub.add_parser(
+            "replay",
+            help="replay a workload on a real vLLM DP deployment: balance off, "
+            "on, vLLM's prefill_schedule_interval",
+        )
+    )
+    from vllm_ascend_balance.replay.validation import cli as validate
+
+    validate.add_arguments(
+        sub.add_parser(
+            "validate-sim",
+            help="check the simulated replay engine against the real deployment",
+        )
+    )
+    return parser
+
+
+def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
+    """``argv`` parsed as the command runs it: ``doctor``'s and ``demo``'s
+    arguments beyond their own are ``vllm serve``'s, left for vLLM's parser
+    (``doctor.parse_serve_args``, at run time; the demo server's own
+    parser); any other subcommand refuses an argument it does not know."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command in ("doctor", "demo"):
+        args.serve_args = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return args
+
+
+def _main(argv: list[str] | None) -> int:
+    from vllm_ascend_balance.replay.pipeline import cli as replay_cli
+    from vllm_ascend_balance.replay.validation import cli as validate
+    from vllm_ascend_balance.tools import doctor
+
+    args = parse_command_line(argv)
+    if args.command == "demo":
+        # Starts vLLM in a subprocess; this process never imports it.
+        from vllm_ascend_balance.tools import demo_cli
+
+        return demo_cli.run(args)
+    if args.command == "patch-vllm":
+        # Reads and patches files only: vLLM is imported in a new process,
+        # after the patch, never in this one (it may not import yet).
+        from vllm_ascend_balance.tools import patch_vllm
+
+        return patch_vllm.run(args)
+    # Configures vLLM's logging (our loggers live under ``vllm.``) before any
+    # subcommand logs; after parse_args, so that --help never imports vLLM.
+    import vllm.logger  # noqa: F401
+
+    if args.command == "doctor":
+        return doctor.run(args)
+    if args.command == "validate-sim":
+        return validate.run(args)
+    return replay_cli.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``vllm-ascend-balance doctor``: what is installed and what a config would do.
+
+Takes ``vllm serve``'s own arguments (:mod:`~vllm_ascend_balance.tools.doctor_args`:
+vLLM's own parser, vLLM's defaults) and prints, one line each, the
+installed vLLM version, whether the seam is present, whether the plugin
+entry point is registered, and what the settings would activate: which
+gate will run, from which setting (``--additional-config`` and the
+``VLLM_ASCEND_BALANCE_SCHEDULING`` environment variable, as vLLM would read
+them), the scheduler class each engine core builds, and what it does about
+an installed vllm-ascend's own balance patch. The checks themselves are in
+:mod:`~vllm_ascend_balance.tools.doctor_checks`; this module renders them. Exit
+status: see :data:`EPILOG`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from vllm_ascend_balance.wiring.config import ENV_READ_BY, ENV_SETTING
+from vllm_ascend_balance.tools.doctor_args import (
+    DESCRIPTION,
+    EPILOG,
+    USAGE,
+    add_arguments,
+    parse_args,
+    parse_serve_args,
+)
+from vllm_ascend_balance.tools.doctor_checks import (
+    ENTRY_POINT_GROUP,
+    ENTRY_POINT_TARGET,
+    config_view,
+    engine_scheduler_class,
+    gate_line,
+    install_lines,
+    plugin_registered,
+    vllm_version,
+)
+
+__all__ = [
+    "DESCRIPTION",
+    "ENTRY_POINT_GROUP",
+    "ENTRY_POINT_TARGET",
+    "EPILOG",
+    "USAGE",
+    "add_arguments",
+    "parse_args",
+    "parse_serve_args",
+    "run",
+]
+
+LABEL_WIDTH = 23
+
+
+def say(label: str, value: object) -> None:
+    """One report line: ``label:`` padded, then ``value``."""
+    print(f"{label + ':':<{LABEL_WIDTH}}{value}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report for ``args`` (:func:`parse_args`'s); the exit status
+    of :data:`EPILOG`."""
+    version = vllm_version()
+    say("vLLM installed", version or "no")
+    if version is None:
+        say("verdict", "install vLLM (a patched release or a fork branch)")
+        return 1
+    if getattr(args, "serve", None) is None:
+        # Before any check line: an argument vLLM refuses ends here (exit 2).
+        try:
+            args.serve = parse_serve_args(args.serve_args)
+        except ValueError as exc:
+            say("verdict", f"cannot work: {exc}")
+            return 1
+    if getattr(args.serve, "parser_problem", None):
+        say("warning", args.serve.parser_problem)
+    for label, value in install_lines():
+        say(label, value)
+    from vllm_ascend_balance.wiring import ascend_steering
+    from vllm_ascend_balance.wiring.activation_plan import plan_activation, policy_line
+    from vllm_ascend_balance.wiring.reach import has_seam
+    from vllm_ascend_balance.wiring.config import (
+        MAX_FROZEN_SETTING,
+        MAX_HELD_SETTING,
+        POLICY_SETTING,
+        BalanceConfigError,
+    )
+    from vllm_ascend_balance.gate.scheduler import SEAM
+
+    say("seam present", f"{has_seam()} (Scheduler.{SEAM})")
+    say("plugin registered", f"{plugin_registered()} ({ENTRY_POINT_GROUP})")
+    try:
+        view = config_view(args)
+        # What the front-end hands vLLM: vllm-ascend sees balance off.
+        ascend_steering.steer_vllm_config(view, dict(os.environ))
+        plan = plan_activation(view)
+        built = (
+            engine_scheduler_class(plan, args.serve)
+            if plan.scheduler_cls is not None
+            else None
+        )
+    except (BalanceConfigError, ValueError) as exc:
+        say("verdict", f"cannot work: {exc}")
+        return 1
+    say("setting", f"{plan.requested} (from {plan.source})")
+    say("env switch", f"{ENV_SETTING} read, as {ENV_READ_BY} read it")
+    say("gate that will run", gate_line(plan))
+    if plan.vllm_ascend is not None:
+        what = (
+            ascend_steering.describe(plan.vllm_ascend)
+            if plan.requested
+            else f"{plan.vllm_ascend}: untouched (balance scheduling is off)"
+        )
+        say("vllm-ascend", what)
+    if built is not None:
+        cls, how = built
+        state = "on" if view.scheduler_config.async_scheduling else "off"
+        why = (
+            ""
+            if view.scheduler_config.scheduler_cls
+            else f"; async scheduling {state}: {args.async_why}"
+        )
+        say("scheduler class", f"{cls.__qualname__} ({how}{why})")
+    if plan.active:
+        # plan_activation refuses a scheduler_cls the gate cannot reach.
+        say("gate reaches seam", f"yes (Scheduler.{SEAM})")
+    if plan.requested:
+        bound, held = plan.max_frozen_steps, plan.max_held_steps
+        if held is not None:
+            say("freeze bound", f"{held} held steps ({MAX_HELD_SETTING})")
+        else:
+            shown = "unbounded" if bound is None else bound
+            say("freeze bound", f"{shown} ({MAX_FROZEN_SETTING})")
+        policy = policy_line(plan) if plan.policy == "aligned" else plan.policy
+        say("freeze policy", f"{policy} ({POLICY_SETTING})")
+    say("would activate", plan.active)
+    for note in plan.notes:
+        print(f"  - {note}")
+    return 0
