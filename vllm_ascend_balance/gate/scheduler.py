@@ -189,7 +189,8 @@ class BalanceSchedulerMixin:
 
     def admission_payload(self) -> tuple[int, tuple[int, ...]]:
         """What this rank contributes to the gather: ``len(running)`` and
-        the policy's flags (:meth:`~vllm_ascend_balance.gate.policies.GatePolicy.flags`;
+        the policy's flags
+        (:meth:`~vllm_ascend_balance.gate.policies.leader_at_cap.GatePolicy.flags`;
         none for the contract), where "waiting" means a queue the gate holds
         (:data:`HELD_QUEUES`: ``waiting``, and ``skipped_waiting`` /
         ``async_kv_waiting`` where the release has them) is non-empty."""

@@ -42,7 +42,7 @@ silently ignored.
   only while a rank at the cap has requests waiting; opt-in) or
   ``"aligned"`` (that freeze plus prefill alignment across ranks above a
   load, every hold bounded by ``balance_max_held_steps``, default 64;
-  opt-in, :class:`~vllm_ascend_balance.gate.policies.Aligned`).
+  opt-in, :class:`~vllm_ascend_balance.gate.policies.aligned.Aligned`).
 - ``balance_align_window`` (a positive JSON integer, default 32) and
   ``balance_align_min_load`` (a JSON number from 0 to 1, default 0): the
   ``aligned`` policy's most steps between two aligned openings, and the
