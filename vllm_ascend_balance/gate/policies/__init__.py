@@ -35,10 +35,12 @@ from vllm_ascend_balance.gate.policies.base import (
     DEFAULT_ALIGN_DEADLINE,
     DEFAULT_ALIGN_MIN_LOAD,
     DEFAULT_ALIGN_WINDOW,
+    DEFAULT_COHORT_WINDOW,
     NEVER,
     Gathered,
     Knobs,
 )
+from vllm_ascend_balance.gate.policies.cohort import Cohort
 from vllm_ascend_balance.gate.policies.leader_at_cap import GatePolicy
 from vllm_ascend_balance.gate.policies.queued_leader import QueuedLeader
 
@@ -46,9 +48,11 @@ __all__ = [
     "DEFAULT_ALIGN_DEADLINE",
     "DEFAULT_ALIGN_MIN_LOAD",
     "DEFAULT_ALIGN_WINDOW",
+    "DEFAULT_COHORT_WINDOW",
     "NEVER",
     "POLICIES",
     "Aligned",
+    "Cohort",
     "GatePolicy",
     "Gathered",
     "Knobs",
@@ -58,7 +62,7 @@ __all__ = [
 
 #: The policies by ``balance_policy`` name; the first is the contract.
 POLICIES: dict[str, type[GatePolicy]] = {
-    cls.name: cls for cls in (GatePolicy, QueuedLeader, Aligned)
+    cls.name: cls for cls in (GatePolicy, QueuedLeader, Aligned, Cohort)
 }
 
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from vllm_ascend_balance.gate.policies.base import (
     DEFAULT_ALIGN_DEADLINE,
+    DEFAULT_ALIGN_WINDOW,
     NEVER,
     Gathered,
     Knobs,
@@ -47,15 +48,19 @@ class Aligned(QueuedLeader):
     name: ClassVar[str] = "aligned"
 
     def __init__(self, knobs: Knobs) -> None:
-        if knobs.max_held_steps is None:
-            knobs = Knobs(
-                None, DEFAULT_ALIGN_DEADLINE, knobs.align_window, knobs.align_min_load
-            )
+        knobs = Knobs(
+            None,
+            knobs.max_held_steps or DEFAULT_ALIGN_DEADLINE,
+            knobs.align_window or DEFAULT_ALIGN_WINDOW,
+            knobs.align_min_load,
+        )
         super().__init__(knobs)
         self.since = NEVER
         self._deadline: int = knobs.max_held_steps  # type: ignore[assignment]
 
-    def flags(self, running: int, waiting: bool, cap: int) -> tuple[int, ...]:
+    def flags(
+        self, running: int, waiting: bool, cap: int, riding: bool = False
+    ) -> tuple[int, ...]:
         below = running < cap
         return (
             int(waiting and below),
@@ -71,7 +76,8 @@ class Aligned(QueuedLeader):
             return None
         if low >= 1:
             return 1
-        return 1 + int((self.knobs.align_window - 1) * (load - low) / (1 - low))
+        window: int = self.knobs.align_window  # type: ignore[assignment]
+        return 1 + int((window - 1) * (load - low) / (1 - low))
 
     def closes(self, seen: Gathered) -> bool:
         """Rules 1-5 of the class docstring (reads :attr:`since`)."""

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 DEFAULT_ALIGN_DEADLINE = 64
 #: ``balance_align_window``: the most steps between two aligned openings.
 DEFAULT_ALIGN_WINDOW = 32
+#: ``balance_align_window`` of ``cohort``: the most steps since the last
+#: opening that a held request waits for an idle rank to get work (tuned on
+#: the simulated engine, docs/peer-policies.md).
+DEFAULT_COHORT_WINDOW = 16
 #: ``since`` (``aligned``, ``cohort``) before any opening: the first
 #: request is never held for alignment.
 NEVER = 1 << 30
@@ -35,7 +39,10 @@ class Gathered:
             cap (it could admit, the gate would hold it).
         queued: some rank is at the cap with requests waiting.
         idle: some rank is below the cap with nothing waiting (it cannot
-            take part in an aligned prefill). Only ``aligned`` sends it.
+            take part in an aligned prefill). Only ``aligned`` and
+            ``cohort`` send it.
+        riding: some rank runs a long prefill chunk next step anyway (at
+            least half its token budget). Only ``cohort`` sends it.
     """
 
     leader: int
@@ -44,6 +51,7 @@ class Gathered:
     held: bool = False
     queued: bool = False
     idle: bool = False
+    riding: bool = False
 
     @classmethod
     def of(
@@ -56,9 +64,11 @@ class Gathered:
 @dataclass(frozen=True)
 class Knobs:
     """The settings a policy reads (class attributes of the gate, the same
-    on every rank): the ``balance_*`` keys of the same names."""
+    on every rank): the ``balance_*`` keys of the same names.
+    ``align_window`` None: the reading policy's own default
+    (:data:`DEFAULT_ALIGN_WINDOW`, :data:`DEFAULT_COHORT_WINDOW`)."""
 
     max_frozen_steps: int | None = None
     max_held_steps: int | None = None
-    align_window: int = DEFAULT_ALIGN_WINDOW
+    align_window: int | None = None
     align_min_load: float = DEFAULT_ALIGN_MIN_LOAD

@@ -24,9 +24,13 @@ class GatePolicy:
         failed_open: the last decision was a fail-open.
         sends_flags: the payload carries :meth:`flags` (else it is
             ``len(running)`` alone and the rank's queues are not read).
+        reads_chunks: :meth:`flags` takes the rank's ``riding`` flag.
     """
 
     name: ClassVar[str] = "leader_at_cap"
+    #: :meth:`flags` takes ``riding`` (the mixin scans its running requests
+    #: for it only then).
+    reads_chunks: ClassVar[bool] = False
 
     def __init__(self, knobs: Knobs) -> None:
         self.knobs = knobs
@@ -34,9 +38,13 @@ class GatePolicy:
         self.failed_open = False
         self.sends_flags = knobs.max_held_steps is not None
 
-    def flags(self, running: int, waiting: bool, cap: int) -> tuple[int, ...]:
+    def flags(
+        self, running: int, waiting: bool, cap: int, riding: bool = False
+    ) -> tuple[int, ...]:
         """This rank's 0/1 flags after ``len(running)`` in the payload,
-        where :attr:`sends_flags`: ``(held, queued)``."""
+        where :attr:`sends_flags`: ``(held, queued)``. ``riding`` (a long
+        prefill chunk runs here next step) is passed where
+        :attr:`reads_chunks` only."""
         below = running < cap
         return int(waiting and below), int(waiting and not below)
 
