@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Property tests of the opt-in ``cohort`` policy (``balance_policy:
-"cohort"``, :class:`~vllm_ascend_balance.policies.Cohort`).
+"cohort"``, :class:`~vllm_ascend_balance.gate.policies.cohort.Cohort`).
 
 Several real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step
 in lock step in this process through generated workloads (the lock-step
