@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Property tests of the opt-in ``aligned`` policy (``balance_policy:
-"aligned"``, :class:`~vllm_ascend_balance.gate.policies.Aligned`).
+"aligned"``, :class:`~vllm_ascend_balance.gate.policies.aligned.Aligned`).
 
 Several real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step
 in lock step in this process through generated workloads (the lock-step

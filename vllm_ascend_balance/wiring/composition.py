@@ -23,7 +23,7 @@ def compose_scheduler(
 ) -> type:
     """``base`` with :class:`BalanceSchedulerMixin` in front, bounded by
     ``max_frozen_steps`` or ``max_held_steps`` (at most one), freezing by
-    ``policy`` (with the ``aligned`` policy's knobs, None = defaults),
+    ``policy`` (with the ``aligned`` and ``cohort`` knobs, None = defaults),
     exchanging by ``collective`` (one class per combination, so every engine
     core of a process gets the very same class).
 

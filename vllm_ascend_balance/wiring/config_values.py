@@ -18,12 +18,14 @@ from typing import Any
 
 from vllm_ascend_balance.wiring.config import (
     COLLECTIVES,
+    DEADLINE_POLICIES,
     DEFAULT_COLLECTIVE,
     DEFAULT_POLICY,
     DEFAULT_STALL_WARNING_S,
     ENABLE_EXAMPLE,
     NEEDS_ALIGNED,
     POLICIES,
+    READ_BY,
     BalanceConfigError,
     BalanceSetting,
     example,
@@ -160,18 +162,20 @@ def align_min_load(value: Any, where: str) -> float | None:
 
 def aligned_only(setting: BalanceSetting, where: str) -> BalanceSetting:
     """Refuses knobs the chosen policy would ignore; returns ``setting``."""
-    if setting.policy == "aligned":
-        if setting.max_frozen_steps is not None:
-            raise BalanceConfigError(
-                f'{where}: balance_policy "aligned" bounds every hold with '
-                f"balance_max_held_steps, not balance_max_frozen_steps: use e.g. "
-                f"{example('balance_align_window')}"
-            )
-        return setting
+    if setting.policy in DEADLINE_POLICIES and setting.max_frozen_steps is not None:
+        raise BalanceConfigError(
+            f"{where}: balance_policy {shown(setting.policy)} bounds every hold "
+            f"with balance_max_held_steps, not balance_max_frozen_steps: use e.g. "
+            f"{example('balance_max_held_steps', where)} with that policy"
+        )
     for key in NEEDS_ALIGNED:
+        readers = READ_BY[key]
+        if setting.policy in readers:
+            continue
         if getattr(setting, key.removeprefix("balance_")) is not None:
+            names = " and ".join(f'"{r}"' for r in readers)
             raise BalanceConfigError(
-                f'{where}.{key} is read by balance_policy "aligned" only, but '
+                f"{where}.{key} is read by balance_policy {names} only, but "
                 f"the policy is {setting.policy!r}: use e.g. {example(key)}, or "
                 f"remove the key"
             )
