@@ -16,14 +16,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from vllm_ascend_balance.wiring.config import BalanceConfigError
-from vllm_ascend_balance.wiring.config_read import read_user_setting
 from vllm_ascend_balance.tools.demo_command import (
     BALANCE_ON,
     MAX_PORT,
     merge_into,
     split_additional_config,
 )
+from vllm_ascend_balance.wiring.config import BalanceConfigError
+from vllm_ascend_balance.wiring.config_read import read_user_setting
 
 #: ``vllm serve`` flags the demo sets from its own options: given among the
 #: extra arguments, the last would win in vLLM's parser while the demo

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 
-from vllm_ascend_balance.wiring.config import ENV_READ_BY, ENV_SETTING
 from vllm_ascend_balance.tools.doctor_args import (
     DESCRIPTION,
     EPILOG,
@@ -37,6 +36,7 @@ from vllm_ascend_balance.tools.doctor_checks import (
     plugin_registered,
     vllm_version,
 )
+from vllm_ascend_balance.wiring.config import ENV_READ_BY, ENV_SETTING
 
 __all__ = [
     "DESCRIPTION",
@@ -77,16 +77,16 @@ def run(args: argparse.Namespace) -> int:
         say("warning", args.serve.parser_problem)
     for label, value in install_lines():
         say(label, value)
+    from vllm_ascend_balance.gate.scheduler import SEAM
     from vllm_ascend_balance.wiring import ascend_steering
     from vllm_ascend_balance.wiring.activation_plan import plan_activation, policy_line
-    from vllm_ascend_balance.wiring.reach import has_seam
     from vllm_ascend_balance.wiring.config import (
         MAX_FROZEN_SETTING,
         MAX_HELD_SETTING,
         POLICY_SETTING,
         BalanceConfigError,
     )
-    from vllm_ascend_balance.gate.scheduler import SEAM
+    from vllm_ascend_balance.wiring.reach import has_seam
 
     say("seam present", f"{has_seam()} (Scheduler.{SEAM})")
     say("plugin registered", f"{plugin_registered()} ({ENTRY_POINT_GROUP})")

@@ -127,8 +127,8 @@ def engine_scheduler_class(plan: Any, serve: argparse.Namespace) -> tuple[type, 
         ValueError: the executor cannot be imported (``async_scheduling``
             refuses it first).
     """
-    from vllm_ascend_balance.wiring.composition import planned_scheduler_cls
     from vllm_ascend_balance.tools.async_decision import executor_class
+    from vllm_ascend_balance.wiring.composition import planned_scheduler_cls
 
     base = plan.scheduler_cls
     assert base is not None, "a plan that resolved its scheduler class"

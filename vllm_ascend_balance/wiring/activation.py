@@ -34,13 +34,13 @@ from typing import Any
 import vllm.v1.engine.core as engine_core_mod
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.wiring.json_flag import json_object
 from vllm_ascend_balance.observability import metrics_dirs, stats_carrier
 from vllm_ascend_balance.wiring import ascend_steering, engine_chain
 from vllm_ascend_balance.wiring.activation_plan import plan_activation
 from vllm_ascend_balance.wiring.composition import planned_scheduler_cls
 from vllm_ascend_balance.wiring.config import BalanceConfigError
 from vllm_ascend_balance.wiring.engine_hook import install_gather_hook
+from vllm_ascend_balance.wiring.json_flag import json_object
 
 logger = init_logger(__name__)
 
