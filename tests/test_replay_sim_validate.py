@@ -8,8 +8,8 @@ full matrix (built-in mix and Azure slice, DP 2 and 4, balance off and on)
 is ``vllm-ascend-balance validate-sim``; here one case (the Azure slice at
 DP 2), balance on, keeps the suite's wall time down on 2 shared cores. As
 the command does, the simulation is compared with the median of three real
-runs (the real deployment's routing is not deterministic; README, "Where
-they differ"), and every check must pass.
+runs (the real deployment's routing is not deterministic:
+docs/validation.md, "Where they differ"), and every check must pass.
 
 Negative control: the same comparison with the simulated side's numbers
 moved just past each tolerance (or a rank missing a gather) must fail.
@@ -42,8 +42,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 # Release lane only: it checks the cost model and the lock step against the
-# release the README's real-engine numbers come from; the other lanes check
-# the schedulers the simulation composes (tests/test_replay_sim.py).
+# release the real-engine numbers of the README and the docs come from; the
+# other lanes check the schedulers the simulation composes
+# (tests/test_replay_sim.py).
 @pytest.mark.lane_scope("release")
 @pytest.mark.e2e
 @pytest.mark.multiproc
