@@ -53,9 +53,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_ascend_balance import demo
 from vllm_ascend_balance.replay.model.cost import ReplaySettings
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
+from vllm_ascend_balance.tools import demo
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),

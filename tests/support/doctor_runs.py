@@ -9,7 +9,7 @@ tests.support.doctor_runs``) that imports what the doctor imports, then
 forks one child per case: each child is a process of its own (its own
 environment, ``sys.modules``, vLLM logging state and exit status, as a fresh
 command would have) that calls the console script's function
-(``vllm_ascend_balance.cli:main``) with the case's arguments, stdout and
+(``vllm_ascend_balance.tools.cli:main``) with the case's arguments, stdout and
 stderr to files. A fork copies the imported modules, so the import is paid
 once. What it does not cover (the console script's wrapper itself, vLLM
 imported after the CLI configured its streams) tests/test_doctor.py checks
@@ -18,6 +18,7 @@ by running one case through the real console script too and comparing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -30,8 +31,8 @@ from pathlib import Path
 #: engine arguments): imported before the forks. A module that cannot be
 #: imported here is left to the child, which meets it as the command would.
 PRELOAD = (
-    "vllm_ascend_balance.cli",
-    "vllm_ascend_balance.doctor",
+    "vllm_ascend_balance.tools.cli",
+    "vllm_ascend_balance.tools.doctor",
     "vllm.logger",
     "vllm.config",
     "vllm.engine.arg_utils",
@@ -82,7 +83,7 @@ def _child(argv: list[str], out: Path, err: Path) -> int:
         os.dup2(fd, stream)
         os.close(fd)
     sys.argv = ["vllm-ascend-balance", *argv]
-    from vllm_ascend_balance.cli import main
+    from vllm_ascend_balance.tools.cli import main
 
     try:
         code = main(argv)
@@ -101,10 +102,10 @@ def _child(argv: list[str], out: Path, err: Path) -> int:
 def _main(spec: Path, out_dir: Path) -> None:
     cases: dict[str, list[str]] = json.loads(spec.read_text())
     for name in PRELOAD:
-        try:
+        # A failed import is left to the child, which meets it as the
+        # command would.
+        with contextlib.suppress(Exception):
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the child meets it as the command would
-            pass
     children: dict[int, str] = {}
     for name, args in cases.items():
         pid = os.fork()
