@@ -4,6 +4,10 @@ import os
 
 import pytest
 
+# The session's shared balance-on DP 2 server, for the tests that only need
+# one (tests/support/shared_server.py).
+from tests.support.shared_server import bounded_balance_server  # noqa: F401
+
 # Nothing in the suite may reach a model hub: models are local config dirs.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

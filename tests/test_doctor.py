@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``vllm-ascend-balance doctor``, run as users run it: the console script
-installed next to this interpreter, in a subprocess.
-
-The cases run concurrently (each process imports vLLM, a few seconds); the
-report lines are picked out by their labels because vLLM's own log lines go
-to stdout too.
+"""``vllm-ascend-balance doctor``, run as users run it: the console script's
+function, each case in a process of its own (forked after one vLLM import:
+tests/support/doctor_runs.py), and one case through the console script
+installed next to this interpreter, whose report must be the same. The
+report lines are picked out by their labels.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from tests.support.doctor_runs import run_doctor_cases
 from tests.support.lanes import current_lane
 from tests.support.series_tool import series
 from vllm_ascend_balance.tools import vllm_install
@@ -90,26 +90,47 @@ class Report:
         ]
 
 
+#: Run through the real console script as well: the runner's forked run of
+#: it must print the same report (tests/support/doctor_runs.py).
+THROUGH_SCRIPT = "enabled"
+
+
+@pytest.fixture(scope="module")
+def script_report() -> Report:
+    """The :data:`THROUGH_SCRIPT` case as users run it: the console script,
+    in a process of its own."""
+    assert SCRIPT.exists(), f"console script not installed next to {sys.executable}"
+    proc = subprocess.run(
+        [str(SCRIPT), "doctor", *CASES[THROUGH_SCRIPT]],
+        capture_output=True,
+        text=True,
+        timeout=600,  # hang guard only
+    )
+    return Report(proc)
+
+
 @pytest.fixture(scope="module")
 def reports() -> dict[str, Report]:
-    assert SCRIPT.exists(), f"console script not installed next to {sys.executable}"
-    procs = {
-        name: subprocess.Popen(
-            [str(SCRIPT), "doctor", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    """Every case, each in a process of its own forked after one vLLM import
+    (tests/support/doctor_runs.py): ten fresh interpreters importing vLLM at
+    once took 50-110 s of set-up per lane on 2 cores."""
+    cases = {
+        name: args
         for name, args in CASES.items()
         if current_lane() == "release" or name not in PACKAGE_ONLY
     }
-    out = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=600)  # hang guard only
-        out[name] = Report(
-            subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-        )
-    return out
+    return {name: Report(proc) for name, proc in run_doctor_cases(cases).items()}
+
+
+def test_forked_run_reports_as_the_console_script(
+    reports: dict[str, Report], script_report: Report
+) -> None:
+    """The forked runner is faithful to the command: the same exit status
+    and the same report, line for line (vLLM's log lines are on stderr)."""
+    forked = reports[THROUGH_SCRIPT]
+    assert script_report.returncode == forked.returncode == 0, script_report.stderr
+    assert script_report.stdout.splitlines() == forked.stdout.splitlines()
+    assert "Traceback" not in script_report.stderr + forked.stderr
 
 
 def test_enabled_config_would_activate(reports: dict[str, Report]) -> None:

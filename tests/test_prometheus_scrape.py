@@ -6,12 +6,14 @@ answers every query of the Grafana dashboard.
   missing, one line on stderr: tests/support/prometheus.py), run with a
   temp config and TSDB on a loopback port, scraping ``/metrics`` every
   second and loading ``docs/observability/alerts.yml``;
-- the server: the demo's (:func:`vllm_ascend_balance.tools.demo.running_server`:
-  vLLM's OpenAI API server, DP 2 on CPU, the tiny MoE model served as
-  ``tiny-moe``, the cost-model executor), balance on with
+- the server: the session's shared one (tests/support/shared_server.py:
+  the demo's, vLLM's OpenAI API server, DP 2 on CPU, the tiny MoE model
+  served as ``tiny-moe``, the cost-model executor), balance on with
   ``balance_max_frozen_steps`` 2 (so every series moves: frozen and
   fail-open gathers, held admissions), 16 concurrent requests on
-  ``--max-num-seqs`` 4;
+  ``--max-num-seqs`` 4 (another test may have loaded it before: the
+  admissions waited for are the server's count before the load plus
+  these);
 - every ``expr`` of ``docs/observability/grafana.json``, with Grafana's
   ``$model_name`` set to the served model and ``$__rate_interval`` to a
   window covering the run, is evaluated through ``/api/v1/query``: each
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import prometheus
 from tests.support.lanes import REPO_ROOT
@@ -50,31 +53,43 @@ TOKENS = 96
 RATE_WINDOW = "10m"  # $__rate_interval: longer than the whole run
 SCRAPED_LIMIT_S = 120  # hang guard: the last scrape reaches the TSDB
 MODEL = demo.SERVED_MODEL_NAME
-BOUNDED = {"enable_balance_scheduling": True, "balance_max_frozen_steps": 2}
 MISSPELT = ("vllm:balance_frozen_gathers_total", "vllm:balance_frozen_gather_total")
 
 
 @pytest.fixture
 def deployment(
-    tmp_path: Path, pytestconfig: pytest.Config
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+    bounded_balance_server: demo.DemoServer,
 ) -> Iterator[tuple[demo.DemoServer, prometheus.Prometheus]]:
+    """Prometheus scraping the session's shared bounded server."""
     try:
         binary = prometheus.tools_for(pytestconfig)[0]
     except prometheus.PrometheusUnavailable as error:
         pytest.fail(str(error))
+    server = bounded_balance_server
     (tmp_path / "prometheus").mkdir()
-    with demo.running_server(tmp_path / "server", scheduler_config=BOUNDED) as server:
-        prom = prometheus.start(
-            binary,
-            tmp_path / "prometheus",
-            demo.free_port(),
-            [f"{demo.HOST}:{server.port}"],
-            rule_files=[RULES],
-        )
-        try:
-            yield server, prom
-        finally:
-            prom.stop()
+    prom = prometheus.start(
+        binary,
+        tmp_path / "prometheus",
+        demo.free_port(),
+        [f"{demo.HOST}:{server.port}"],
+        rule_files=[RULES],
+    )
+    try:
+        yield server, prom
+    finally:
+        prom.stop()
+
+
+def held_admissions(server: demo.DemoServer) -> float:
+    """The server's held-wait observations so far, over both engines."""
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(server.metrics_text())
+        for sample in family.samples
+        if sample.name == "vllm:balance_held_wait_seconds_count"
+    )
 
 
 def queries(dashboard: dict[str, Any], model: str) -> list[tuple[str, str]]:
@@ -146,9 +161,10 @@ def test_prometheus_evaluates_every_dashboard_query(
 
     # Counters from before the load, so the rates see it.
     wait_samples(prom, f'vllm:balance_gathers_total{{model_name="{MODEL}"}}', 2)
+    before = held_admissions(server)  # another test's load on the shared server
     with ThreadPoolExecutor(REQUESTS) as pool:
         assert list(pool.map(tokens, range(REQUESTS))) == [TOKENS] * REQUESTS
-    wait_scraped(prom, MODEL, REQUESTS)
+    wait_scraped(prom, MODEL, int(before) + REQUESTS)
     targets = prom.get("/api/v1/targets")["activeTargets"]
     assert [t["health"] for t in targets] == ["up"], targets
 

@@ -12,12 +12,15 @@ group, the plugin activated through its entry point. Requests are
 completions over HTTP on 127.0.0.1 with token-id prompts; ``/metrics`` is
 parsed with ``prometheus_client``'s parser.
 
-Three server starts per lane (startup is the slow part):
+Three servers per lane (startup is the slow part):
 
 - balance on, bounded (``balance_max_frozen_steps`` = 2), ``--max-num-seqs 4``
   and 16 concurrent long requests (both ranks reach the cap and stay there):
-  per rank, gathers equal and > 0, frozen > 0, fail-open steps > 0, the
-  spread gauge present, time in the gather > 0; the held-wait histograms
+  the session's shared server (tests/support/shared_server.py: the demo's
+  launcher, the same arguments), so what is checked is the difference this
+  test's load made (another test may have loaded it before): per rank,
+  gathers equal and > 0, frozen > 0, fail-open steps > 0, the spread gauge
+  present, time in the gather > 0; the held-wait histograms
   (:func:`check_held_wait`) on both ranks, one observation per request,
   some held through frozen gathers, never more held seconds than vLLM's
   own queue time; the periodic INFO summary is in the log for both ranks;
@@ -52,6 +55,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_ascend_balance.replay.model.cost import ReplaySettings
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
+from vllm_ascend_balance.tools import demo
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
@@ -278,33 +282,41 @@ def settled_scrape(server: Server) -> dict[str, dict[str, float]]:
     return previous
 
 
-def test_balance_series_on_vllm_serve(serve: Any) -> None:
-    bounded = serve(
-        {
-            "enable_balance_scheduling": True,
-            "balance_max_frozen_steps": MAX_FROZEN_STEPS,
-        }
-    )
+def test_balance_series_on_vllm_serve(
+    serve: Any, request: pytest.FixtureRequest
+) -> None:
+    # Its own balance-off server first, so that it starts while the shared
+    # bounded one does (when this test is the first to ask for it).
     off = serve({"enable_balance_scheduling": False})
-    wait_healthy(bounded)
+    shared = request.getfixturevalue("bounded_balance_server")
+    bounded = Server(shared.proc, shared.port, shared.log, demo.SERVED_MODEL_NAME)
+    # The shared server may have served another test's load: what this
+    # test's load did is the difference from here.
+    before = settled_scrape(bounded)
     with ThreadPoolExecutor(16) as pool:
         tokens = list(pool.map(lambda i: complete(bounded, i, 96), range(16)))
     assert tokens == [96] * 16
     series = settled_scrape(bounded)
+    moved = difference(series, before)
     gathers = series["vllm:balance_gathers_total"]
     assert set(gathers) == {"0", "1"}, series
     assert gathers["0"] == gathers["1"] > 0, "gathers differ between DP ranks"
+    assert moved["vllm:balance_gathers_total"]["0"] > 0, "no gather for this load"
     frozen = series["vllm:balance_frozen_gathers_total"]
     fail_opens = series["vllm:balance_fail_open_steps_total"]
     for rank in ("0", "1"):
-        assert frozen[rank] > 0, "the load reached the cap but nothing froze"
-        assert fail_opens[rank] > 0, "bounded freeze never opened the gate"
-        assert series["vllm:balance_gather_seconds_total"][rank] > 0
+        assert moved["vllm:balance_frozen_gathers_total"][rank] > 0, (
+            "the load reached the cap but nothing froze"
+        )
+        assert moved["vllm:balance_fail_open_steps_total"][rank] > 0, (
+            "bounded freeze never opened the gate"
+        )
+        assert moved["vllm:balance_gather_seconds_total"][rank] > 0
         assert series[SPREAD][rank] >= 0
         # Every rank decides from the same vectors: the same counts.
         assert frozen[rank] == frozen["0"] and fail_opens[rank] == fail_opens["0"]
-    check_held_wait(series, len(tokens))
-    log = bounded.log_text()
+    check_held_wait(moved, len(tokens))
+    log = shared.log_text()
     for rank in (0, 1):
         assert f"balance scheduling, DP rank {rank}:" in log, "no INFO summary"
     assert "% frozen" in log and "fail-open steps, gather p50" in log
@@ -317,6 +329,21 @@ def test_balance_series_on_vllm_serve(serve: Any) -> None:
         if name.startswith("vllm:balance_")
     }
     assert all(v == 0 for s in off_series.values() for v in s.values()), off_series
+
+
+def difference(
+    after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    """``after - before`` per sample and engine (a sample absent before
+    counts from 0): what happened between two scrapes of the counters and
+    histograms (for a gauge the number means nothing)."""
+    return {
+        name: {
+            engine: value - before.get(name, {}).get(engine, 0.0)
+            for engine, value in values.items()
+        }
+        for name, values in after.items()
+    }
 
 
 def check_held_wait(series: dict[str, dict[str, float]], requests: int) -> None:

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Many ``vllm-ascend-balance doctor`` command lines for the price of one
+vLLM import.
+
+Each doctor run spends nearly all its time importing vLLM and torch (10-20 s
+of CPU each); ten at once on 2 shared cores took 50-110 s of set-up per lane.
+:func:`run_doctor_cases` starts ONE process (``python -m
+tests.support.doctor_runs``) that imports what the doctor imports, then
+forks one child per case: each child is a process of its own (its own
+environment, ``sys.modules``, vLLM logging state and exit status, as a fresh
+command would have) that calls the console script's function
+(``vllm_ascend_balance.tools.cli:main``) with the case's arguments, stdout and
+stderr to files. A fork copies the imported modules, so the import is paid
+once. What it does not cover (the console script's wrapper itself, vLLM
+imported after the CLI configured its streams) tests/test_doctor.py checks
+by running one case through the real console script too and comparing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+#: What the doctor imports on its way (vLLM's serve parser, its config and
+#: engine arguments): imported before the forks. A module that cannot be
+#: imported here is left to the child, which meets it as the command would.
+PRELOAD = (
+    "vllm_ascend_balance.tools.cli",
+    "vllm_ascend_balance.tools.doctor",
+    "vllm.logger",
+    "vllm.config",
+    "vllm.engine.arg_utils",
+    "vllm.entrypoints.openai.cli_args",
+)
+
+
+def run_doctor_cases(
+    cases: dict[str, list[str]], timeout: float = 600.0
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """``{case: the doctor's outcome}`` for ``{case: doctor arguments}``
+    (what follows ``vllm-ascend-balance doctor`` on a command line).
+
+    Raises:
+        subprocess.TimeoutExpired: the runner did not finish within
+            ``timeout`` seconds (a hang guard).
+        AssertionError: the runner itself failed (its stderr in the message).
+    """
+    with tempfile.TemporaryDirectory(prefix="vab-doctor-") as tmp:
+        spec = Path(tmp) / "cases.json"
+        spec.write_text(json.dumps(cases))
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.support.doctor_runs", str(spec), tmp],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        codes = json.loads((Path(tmp) / "codes.json").read_text())
+        return {
+            name: subprocess.CompletedProcess(
+                ["vllm-ascend-balance", "doctor", *args],
+                codes[name],
+                (Path(tmp) / f"{name}.out").read_text(errors="replace"),
+                (Path(tmp) / f"{name}.err").read_text(errors="replace"),
+            )
+            for name, args in cases.items()
+        }
+
+
+def _child(argv: list[str], out: Path, err: Path) -> int:
+    """In the forked child: stdout/stderr to files, then the console
+    script's function; returns its exit status."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for stream, path in ((1, out), (2, err)):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, stream)
+        os.close(fd)
+    sys.argv = ["vllm-ascend-balance", *argv]
+    from vllm_ascend_balance.tools.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse (vLLM's parser: exit 2)
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # a crash is a result: the test reads the traceback
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return int(code or 0)
+
+
+def _main(spec: Path, out_dir: Path) -> None:
+    cases: dict[str, list[str]] = json.loads(spec.read_text())
+    for name in PRELOAD:
+        # A failed import is left to the child, which meets it as the
+        # command would.
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    children: dict[int, str] = {}
+    for name, args in cases.items():
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _child(
+                    ["doctor", *args],
+                    out_dir / f"{name}.out",
+                    out_dir / f"{name}.err",
+                )
+            finally:
+                os._exit(code)
+        children[pid] = name
+    codes: dict[str, int] = {}
+    while children:
+        pid, status = os.wait()
+        codes[children.pop(pid)] = os.waitstatus_to_exitcode(status)
+    (out_dir / "codes.json").write_text(json.dumps(codes))
+
+
+if __name__ == "__main__":
+    _main(Path(sys.argv[1]), Path(sys.argv[2]))
