@@ -204,9 +204,10 @@ REACHED = {
 
 def _riding_example() -> LockstepScenario:
     """A trace that surely rides a chunk and freezes for alignment: rank 0
-    gets a long prompt (chunked over several steps) and then short ones,
-    rank 1 one short request early and then nothing (idle)."""
-    rank0 = ((0, 24, 6), (2, 4, 4), (3, 4, 4), (5, 4, 4))
+    gets a 40-token prompt (chunks of 16, 16, 8) and then short ones that
+    wait behind it, rank 1 one short request early and then nothing
+    (idle)."""
+    rank0 = ((0, 40, 6), (1, 4, 4), (3, 4, 4), (5, 4, 4))
     return LockstepScenario(BASES[0], 4, 4, 10, (rank0, ((0, 4, 3),)))
 
 
@@ -262,7 +263,7 @@ def test_cohort_closed_by_default_then_waits_for_the_window() -> None:
     decisions = [rule.decide(held) for _ in range(5)]
     assert decisions == [False, True, True, False, True]
     assert rule.decide(riding) is False
-    assert Cohort(Knobs()).knobs.align_window == 8  # DEFAULT_COHORT_WINDOW
+    assert Cohort(Knobs()).knobs.align_window == 16  # DEFAULT_COHORT_WINDOW
 
 
 class LocalRidingGate(BalanceSchedulerMixin):

@@ -45,7 +45,7 @@ silently ignored.
   (admission closed by default, opened for every rank together; the same
   deadline; opt-in, :class:`~vllm_ascend_balance.policies.Cohort`).
 - ``balance_align_window`` (a positive JSON integer; default 32 for
-  ``aligned``, 8 for ``cohort``) and ``balance_align_min_load`` (a JSON
+  ``aligned``, 16 for ``cohort``) and ``balance_align_min_load`` (a JSON
   number from 0 to 1, default 0; ``aligned`` only): the most steps between
   two openings, and the fill below which ``aligned`` does not align;
   refused with a policy that does not read them.

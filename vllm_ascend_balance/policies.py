@@ -39,7 +39,7 @@ DEFAULT_ALIGN_WINDOW = 32
 #: ``balance_align_window`` of ``cohort``: the most steps since the last
 #: opening that a held request waits for an idle rank to get work (tuned on
 #: the simulated engine, docs/peer-policies.md).
-DEFAULT_COHORT_WINDOW = 8
+DEFAULT_COHORT_WINDOW = 16
 #: :attr:`Aligned.since` before any opening: the first request is never
 #: held for alignment.
 NEVER = 1 << 30
