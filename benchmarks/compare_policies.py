@@ -88,6 +88,22 @@ def estimate(records: list[dict[str, Any]], modes: int, seeds: int) -> list[str]
     return lines
 
 
+def _load(path: Path) -> list[dict[str, Any]]:
+    """The stored records of ``path`` (none if it does not exist)."""
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def _write(out: Path, records: dict[str, dict[str, Any]], version: str,
+           table: bool) -> None:  # fmt: skip
+    """OUT.json (and OUT.md if ``table``), cases in the case table's order."""
+    keys = [c.key for c in cases.CASES]
+    rank = {k: i for i, k in enumerate(keys)}
+    ordered = sorted(records.values(), key=lambda r: rank.get(r["case"], len(rank)))
+    out.with_suffix(".json").write_text(json.dumps(ordered, indent=1))
+    if table:
+        out.with_suffix(".md").write_text(markdown(ordered, version))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", help="case keys (builtin-dp4) or workloads")
@@ -105,7 +121,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--render", action="store_true", help="OUT.md from OUT.json only")
     p.add_argument("--cost", action="store_true", help="time one mode-run per case")
+    p.add_argument(
+        "--jobs", type=int, default=2,
+        help="replay processes per case and seed, each running a share of "
+        "the modes (default 2)",
+    )  # fmt: skip
+    p.add_argument(
+        "--fresh", action="store_true",
+        help="run every row again instead of reusing OUT.json's",
+    )  # fmt: skip
+    p.add_argument(
+        "--code", metavar="DIR",
+        help="run the replays with the package of the checkout DIR first on "
+        "the path (e.g. an exported commit of a branch); its rows are labelled",
+    )  # fmt: skip
+    p.add_argument("--code-label", help="the label of --code's rows (default: DIR's name)")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs: must be >= 1, got {args.jobs}")
+    code = None
+    if args.code:
+        where = Path(args.code).resolve()
+        if not (where / "vllm_ascend_balance" / "__init__.py").is_file():
+            raise SystemExit(
+                f"--code: {args.code} holds no vllm_ascend_balance package "
+                "(give the root of an exported checkout)"
+            )
+        code = (where, args.code_label or where.name)
     partial = bool(
         args.cases or args.quick or args.modes or args.cost
         or sorted(args.seeds) != sorted(settings.SEEDS)
@@ -130,26 +172,38 @@ def main(argv: list[str] | None = None) -> int:
     chosen = cases.select(args.cases, args.quick)
     modes = args.modes.split(",") if args.modes else settings.all_modes(args.quick)
     seeds = args.seeds
+    jobs = args.jobs
     if args.cost:
-        # The second run is the per-mode cost (a repeated mode is not re-run).
-        modes, seeds = [settings.BASELINE, settings.RECOMMENDED], seeds[:1]
-    records: list[dict[str, Any]] = []
+        # The second run is the per-mode cost (a repeated mode is not re-run);
+        # one process, so that its start-up is measured once.
+        modes, seeds, jobs = [settings.BASELINE, settings.RECOMMENDED], seeds[:1], 1
     out.parent.mkdir(parents=True, exist_ok=True)
+    reuse = not (args.fresh or args.cost)
+    records = {r["case"]: r for r in (_load(out.with_suffix(".json")) if reuse else [])}
+    done: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="vab-policies-") as tmp:
         for case in chosen:
-            rec: dict[str, Any] = {"case": case.key, "workload": case.workload,
-                                   "dp": case.dp, "runs": []}  # fmt: skip
-            records.append(rec)
+            rec = records.setdefault(
+                case.key,
+                {"case": case.key, "workload": case.workload, "dp": case.dp,
+                 "runs": []},
+            )  # fmt: skip
+            done.append(rec)
             for seed in seeds:
-                rec["runs"].append(run_seed(case, seed, modes, Path(tmp)))
+                stored = next((r for r in rec["runs"] if r["seed"] == seed), None)
+                run = run_seed(
+                    case, seed, modes, Path(tmp), vllm.__version__, jobs, code,
+                    stored if reuse else None,
+                )  # fmt: skip
+                rec["runs"] = sorted(
+                    [*(r for r in rec["runs"] if r["seed"] != seed), run],
+                    key=lambda r: r["seed"],
+                )
                 # Written after every run: a long matrix keeps what it ran.
-                out.with_suffix(".json").write_text(json.dumps(records, indent=1))
-                if not args.cost:
-                    table = markdown(records, vllm.__version__)
-                    out.with_suffix(".md").write_text(table)
+                _write(out, records, vllm.__version__, not args.cost)
     if args.cost:
         full = len(settings.all_modes(args.quick))
-        print("\n".join(estimate(records, full, len(args.seeds))))
+        print("\n".join(estimate(done, full, len(args.seeds))))
         return 0
     print(out.with_suffix(".md").read_text())
     return 0

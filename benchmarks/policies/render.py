@@ -46,7 +46,7 @@ def rivals(values: Values) -> dict[str, str]:
     for f in settings.PEERS:
         if f.default and f.default in values:
             out[f"{f.name} default"] = f.default
-        grid = [m for m in (f.default, *f.sweep) if m]
+        grid = settings.grid(f)
         best = tuned(values, grid, settings.BASELINE)
         if best is not None:
             out[f"{f.name} tuned"] = best
