@@ -59,6 +59,9 @@ BUDGET_NS = 1000.0
 def gathered_tensors(dp: int, width: int, cases: int, seed: int) -> list[torch.Tensor]:
     """``cases`` gathered tensors of shape ``(dp, width)`` (or ``(dp,)``)."""
     rng = random.Random(seed)
+    # The riding flag (``cohort`` only) from its own stream, so the other
+    # policies' inputs stay the ones they always had.
+    chunks = random.Random(seed + 1)
     out = []
     for _ in range(cases):
         rows = []
@@ -68,6 +71,8 @@ def gathered_tensors(dp: int, width: int, cases: int, seed: int) -> list[torch.T
             below = running < CAP
             flags = [int(waiting and below), int(waiting and not below)]
             flags.append(int(below and not waiting))
+            if width > 4:
+                flags.append(int(chunks.random() < 0.1))
             rows.append([running, *flags][:width])
         tensor = torch.tensor(rows, dtype=torch.int64)
         out.append(tensor[:, 0].contiguous() if width == 1 else tensor)

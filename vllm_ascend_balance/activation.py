@@ -54,6 +54,7 @@ from vllm_ascend_balance.policies import (
     DEFAULT_ALIGN_DEADLINE,
     DEFAULT_ALIGN_MIN_LOAD,
     DEFAULT_ALIGN_WINDOW,
+    DEFAULT_COHORT_WINDOW,
 )
 from vllm_ascend_balance.scheduler import SEAM, BalanceSchedulerMixin
 
@@ -258,6 +259,15 @@ def policy_line(setting: Any) -> str:
     :class:`ActivationPlan`) does, in a few words, for notes and doctor."""
     if setting.policy == "queued_leader":
         return "queued_leader: freeze only while a rank at the cap has requests waiting"
+    if setting.policy == "cohort":
+        window = setting.align_window or DEFAULT_COHORT_WINDOW
+        deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
+        return (
+            f"cohort: new requests wait for a step every rank with room takes "
+            f"together (a long chunk in flight, every such rank has work, or "
+            f"{window} steps since the last opening); no hold past {deadline} "
+            f"held steps"
+        )
     if setting.policy != "aligned":
         return f"{setting.policy}: a leader at the cap freezes every rank"
     window = setting.align_window or DEFAULT_ALIGN_WINDOW

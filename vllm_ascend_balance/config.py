@@ -41,11 +41,14 @@ silently ignored.
   only while a rank at the cap has requests waiting; opt-in) or
   ``"aligned"`` (that freeze plus prefill alignment across ranks above a
   load, every hold bounded by ``balance_max_held_steps``, default 64;
-  opt-in, :class:`~vllm_ascend_balance.policies.Aligned`).
-- ``balance_align_window`` (a positive JSON integer, default 32) and
-  ``balance_align_min_load`` (a JSON number from 0 to 1, default 0): the
-  ``aligned`` policy's most steps between two aligned openings, and the
-  fill below which it does not align; refused with any other policy.
+  opt-in, :class:`~vllm_ascend_balance.policies.Aligned`) or ``"cohort"``
+  (admission closed by default, opened for every rank together; the same
+  deadline; opt-in, :class:`~vllm_ascend_balance.policies.Cohort`).
+- ``balance_align_window`` (a positive JSON integer; default 32 for
+  ``aligned``, 16 for ``cohort``) and ``balance_align_min_load`` (a JSON
+  number from 0 to 1, default 0; ``aligned`` only): the most steps between
+  two openings, and the fill below which ``aligned`` does not align;
+  refused with a policy that does not read them.
 - ``balance_stall_warning_s``: seconds (a positive JSON number; ``0`` turns
   it off; absent or null = :data:`DEFAULT_STALL_WARNING_S`): a rank whose
   gather has waited that long for its peers logs a warning, repeated at that
@@ -126,6 +129,15 @@ OPTIONS: dict[str, Any] = {
 }
 #: Keys whose example sets ``balance_policy`` too (they need it).
 NEEDS_ALIGNED = ("balance_align_window", "balance_align_min_load")
+#: The policies that read each of :data:`NEEDS_ALIGNED` (refused with any
+#: other policy).
+READ_BY: dict[str, tuple[str, ...]] = {
+    "balance_align_window": ("aligned", "cohort"),
+    "balance_align_min_load": ("aligned",),
+}
+#: The policies whose holds are bounded by ``balance_max_held_steps`` (a
+#: default deadline; ``balance_max_frozen_steps`` refused).
+DEADLINE_POLICIES = ("aligned", "cohort")
 #: Every key this package reads next to a switch.
 KEYS = (SWITCH, *OPTIONS)
 MAX_FROZEN_SETTING = f"{NESTED}.balance_max_frozen_steps"
@@ -342,18 +354,20 @@ def _align_min_load(value: Any, where: str) -> float | None:
 
 def _aligned_only(setting: BalanceSetting, where: str) -> BalanceSetting:
     """Refuses knobs the chosen policy would ignore; returns ``setting``."""
-    if setting.policy == "aligned":
-        if setting.max_frozen_steps is not None:
-            raise BalanceConfigError(
-                f'{where}: balance_policy "aligned" bounds every hold with '
-                f"balance_max_held_steps, not balance_max_frozen_steps: use e.g. "
-                f"{example('balance_align_window')}"
-            )
-        return setting
+    if setting.policy in DEADLINE_POLICIES and setting.max_frozen_steps is not None:
+        raise BalanceConfigError(
+            f"{where}: balance_policy {_shown(setting.policy)} bounds every hold "
+            f"with balance_max_held_steps, not balance_max_frozen_steps: use e.g. "
+            f"{example('balance_max_held_steps', where)} with that policy"
+        )
     for key in NEEDS_ALIGNED:
+        readers = READ_BY[key]
+        if setting.policy in readers:
+            continue
         if getattr(setting, key.removeprefix("balance_")) is not None:
+            names = " and ".join(f'"{r}"' for r in readers)
             raise BalanceConfigError(
-                f'{where}.{key} is read by balance_policy "aligned" only, but '
+                f"{where}.{key} is read by balance_policy {names} only, but "
                 f"the policy is {setting.policy!r}: use e.g. {example(key)}, or "
                 f"remove the key"
             )

@@ -364,7 +364,9 @@ def run(args: argparse.Namespace) -> int:
                 f"freeze bound:          {'unbounded' if bound is None else bound} "
                 f"({MAX_FROZEN_SETTING})"
             )
-        policy = policy_line(plan) if plan.policy == "aligned" else plan.policy
+        policy = (
+            policy_line(plan) if plan.policy in ("aligned", "cohort") else plan.policy
+        )
         print(f"freeze policy:         {policy} ({POLICY_SETTING})")
     print(f"would activate:        {plan.active}")
     for note in plan.notes:

@@ -36,6 +36,10 @@ logger = init_logger(__name__)
 DEFAULT_ALIGN_DEADLINE = 64
 #: ``balance_align_window``: the most steps between two aligned openings.
 DEFAULT_ALIGN_WINDOW = 32
+#: ``balance_align_window`` of ``cohort``: the most steps since the last
+#: opening that a held request waits for an idle rank to get work (tuned on
+#: the simulated engine, docs/peer-policies.md).
+DEFAULT_COHORT_WINDOW = 16
 #: :attr:`Aligned.since` before any opening: the first request is never
 #: held for alignment.
 NEVER = 1 << 30
@@ -57,7 +61,10 @@ class Gathered:
             cap (it could admit, the gate would hold it).
         queued: some rank is at the cap with requests waiting.
         idle: some rank is below the cap with nothing waiting (it cannot
-            take part in an aligned prefill). Only ``aligned`` sends it.
+            take part in an aligned prefill). Only ``aligned`` and
+            ``cohort`` send it.
+        riding: some rank runs a long prefill chunk next step anyway (at
+            least half its token budget). Only ``cohort`` sends it.
     """
 
     leader: int
@@ -66,6 +73,7 @@ class Gathered:
     held: bool = False
     queued: bool = False
     idle: bool = False
+    riding: bool = False
 
     @classmethod
     def of(
@@ -78,11 +86,13 @@ class Gathered:
 @dataclass(frozen=True)
 class Knobs:
     """The settings a policy reads (class attributes of the gate, the same
-    on every rank): the ``balance_*`` keys of the same names."""
+    on every rank): the ``balance_*`` keys of the same names.
+    ``align_window`` None: the reading policy's own default
+    (:data:`DEFAULT_ALIGN_WINDOW`, :data:`DEFAULT_COHORT_WINDOW`)."""
 
     max_frozen_steps: int | None = None
     max_held_steps: int | None = None
-    align_window: int = DEFAULT_ALIGN_WINDOW
+    align_window: int | None = None
     align_min_load: float = DEFAULT_ALIGN_MIN_LOAD
 
 
@@ -101,9 +111,13 @@ class GatePolicy:
         failed_open: the last decision was a fail-open.
         sends_flags: the payload carries :meth:`flags` (else it is
             ``len(running)`` alone and the rank's queues are not read).
+        reads_chunks: :meth:`flags` takes the rank's ``riding`` flag.
     """
 
     name: ClassVar[str] = "leader_at_cap"
+    #: :meth:`flags` takes ``riding`` (the mixin scans its running requests
+    #: for it only then).
+    reads_chunks: ClassVar[bool] = False
 
     def __init__(self, knobs: Knobs) -> None:
         self.knobs = knobs
@@ -111,9 +125,13 @@ class GatePolicy:
         self.failed_open = False
         self.sends_flags = knobs.max_held_steps is not None
 
-    def flags(self, running: int, waiting: bool, cap: int) -> tuple[int, ...]:
+    def flags(
+        self, running: int, waiting: bool, cap: int, riding: bool = False
+    ) -> tuple[int, ...]:
         """This rank's 0/1 flags after ``len(running)`` in the payload,
-        where :attr:`sends_flags`: ``(held, queued)``."""
+        where :attr:`sends_flags`: ``(held, queued)``. ``riding`` (a long
+        prefill chunk runs here next step) is passed where
+        :attr:`reads_chunks` only."""
         below = running < cap
         return int(waiting and below), int(waiting and not below)
 
@@ -196,15 +214,19 @@ class Aligned(QueuedLeader):
     name: ClassVar[str] = "aligned"
 
     def __init__(self, knobs: Knobs) -> None:
-        if knobs.max_held_steps is None:
-            knobs = Knobs(
-                None, DEFAULT_ALIGN_DEADLINE, knobs.align_window, knobs.align_min_load
-            )
+        knobs = Knobs(
+            None,
+            knobs.max_held_steps or DEFAULT_ALIGN_DEADLINE,
+            knobs.align_window or DEFAULT_ALIGN_WINDOW,
+            knobs.align_min_load,
+        )
         super().__init__(knobs)
         self.since = NEVER
         self._deadline: int = knobs.max_held_steps  # type: ignore[assignment]
 
-    def flags(self, running: int, waiting: bool, cap: int) -> tuple[int, ...]:
+    def flags(
+        self, running: int, waiting: bool, cap: int, riding: bool = False
+    ) -> tuple[int, ...]:
         below = running < cap
         return (
             int(waiting and below),
@@ -220,7 +242,8 @@ class Aligned(QueuedLeader):
             return None
         if low >= 1:
             return 1
-        return 1 + int((self.knobs.align_window - 1) * (load - low) / (1 - low))
+        window: int = self.knobs.align_window  # type: ignore[assignment]
+        return 1 + int((window - 1) * (load - low) / (1 - low))
 
     def closes(self, seen: Gathered) -> bool:
         """Rules 1-5 of the class docstring (reads :attr:`since`)."""
@@ -262,9 +285,110 @@ class Aligned(QueuedLeader):
         self.since = NEVER
 
 
+class Cohort(QueuedLeader):
+    """``cohort``: admission closed by default; new requests enter only on
+    opening steps, which every rank with room and work takes together.
+
+    Why: a lock-step step lasts as long as its slowest rank, so a prefill
+    on one rank slows every rank's decode. Prefills scattered over many
+    steps make many slow steps; the same prefills in one step make one.
+    ``aligned`` was open by default and decided on the previous step's
+    gather, so a request arriving on a quiet deployment was admitted alone
+    before any rank had seen it. Here a request waits at least one step,
+    and the gate opens when the step is worth taking together.
+
+    Per gather, from the gathered flags ``(held, queued, idle, riding)``:
+
+    1. nothing is held anywhere: frozen (closed by default; no request
+       waits because of it, so the deadline does not count it);
+    2. some rank will run a long prefill chunk next step anyway
+       (``riding``: an in-flight prompt with at least half the token
+       budget left): open, the other ranks' prefills ride along on a
+       step that is slow anyway;
+    3. a rank at the cap has a queue: frozen (``queued_leader``: it cannot
+       join, the others wait until it can);
+    4. no rank below the cap is idle (every rank that can admit has
+       something to prefill): open, all prefill in the same step;
+    5. ``W`` (``align_window``) gathers or more since the last opening
+       that had a request to admit: open; else frozen.
+
+    Deadline: as ``aligned``, a frozen gather on which some rank holds a
+    request counts; after ``max_held_steps`` (default
+    :data:`DEFAULT_ALIGN_DEADLINE`) consecutive such gathers the gate opens
+    for one step (a fail-open), whichever rule froze it.
+
+    Attributes:
+        since: gathers since the last opening that had a request to admit
+            (this one included; :data:`NEVER` before the first).
+    """
+
+    name: ClassVar[str] = "cohort"
+    reads_chunks: ClassVar[bool] = True
+
+    def __init__(self, knobs: Knobs) -> None:
+        knobs = Knobs(
+            None,
+            knobs.max_held_steps or DEFAULT_ALIGN_DEADLINE,
+            knobs.align_window or DEFAULT_COHORT_WINDOW,
+            knobs.align_min_load,
+        )
+        super().__init__(knobs)
+        self.since = NEVER
+        self._deadline: int = knobs.max_held_steps  # type: ignore[assignment]
+        self._window: int = knobs.align_window  # type: ignore[assignment]
+
+    def flags(
+        self, running: int, waiting: bool, cap: int, riding: bool = False
+    ) -> tuple[int, ...]:
+        below = running < cap
+        return (
+            int(waiting and below),
+            int(waiting and not below),
+            int(below and not waiting),
+            int(riding),
+        )
+
+    def decide(self, seen: Gathered) -> bool:
+        self.since += 1
+        held = seen.held
+        if not held:
+            return self._closed()
+        if seen.riding:
+            frozen = False
+        elif seen.queued:
+            frozen = True
+        elif not seen.idle:
+            frozen = False
+        else:
+            frozen = self.since < self._window
+        self.failed_open = False
+        if frozen:
+            if self.run >= self._deadline:
+                self.failed_open = True
+                self.run = 0
+                frozen = False
+            else:
+                self.run += 1
+        else:
+            self.run = 0
+        if not frozen:
+            self.since = 0
+        return frozen
+
+    def _closed(self) -> bool:
+        """Rule 1: nothing held, so nothing waits on this freeze; the run
+        neither counts it nor restarts."""
+        self.failed_open = False
+        return True
+
+    def restart(self) -> None:
+        super().restart()
+        self.since = NEVER
+
+
 #: The policies by ``balance_policy`` name; the first is the contract.
 POLICIES: dict[str, type[GatePolicy]] = {
-    cls.name: cls for cls in (GatePolicy, QueuedLeader, Aligned)
+    cls.name: cls for cls in (GatePolicy, QueuedLeader, Aligned, Cohort)
 }
 
 

@@ -25,7 +25,6 @@ from vllm_ascend_balance.held_wait import HELD_QUEUES
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.policies import (
     DEFAULT_ALIGN_MIN_LOAD,
-    DEFAULT_ALIGN_WINDOW,
     GatePolicy,
     Gathered,
     Knobs,
@@ -99,7 +98,8 @@ class BalanceSchedulerMixin:
             bound).
         balance_policy: a name of :data:`~vllm_ascend_balance.policies.POLICIES`
             (``"leader_at_cap"``, the contract, by default); a class attribute
-            set by activation, as are ``balance_align_window`` and
+            set by activation, as are ``balance_align_window`` (read by
+            ``"aligned"`` and ``"cohort"``; None: the policy's default) and
             ``balance_align_min_load`` (read by ``"aligned"`` only).
         balance_collective: how the group's max/min running count is
             learnt (:mod:`~vllm_ascend_balance.collectives`): ``"all_gather"``
@@ -123,7 +123,7 @@ class BalanceSchedulerMixin:
     balance_max_frozen_steps: ClassVar[int | None] = None
     balance_max_held_steps: ClassVar[int | None] = None
     balance_policy: ClassVar[str] = DEFAULT_POLICY
-    balance_align_window: ClassVar[int] = DEFAULT_ALIGN_WINDOW
+    balance_align_window: ClassVar[int | None] = None
     balance_align_min_load: ClassVar[float] = DEFAULT_ALIGN_MIN_LOAD
     balance_collective: ClassVar[str] = DEFAULT_COLLECTIVE
     balance_frozen_run: int = 0
@@ -191,13 +191,30 @@ class BalanceSchedulerMixin:
         the policy's flags (:meth:`~vllm_ascend_balance.policies.GatePolicy.flags`;
         none for the contract), where "waiting" means a queue the gate holds
         (:data:`HELD_QUEUES`: ``waiting``, and ``skipped_waiting`` /
-        ``async_kv_waiting`` where the release has them) is non-empty."""
+        ``async_kv_waiting`` where the release has them) is non-empty, and,
+        for a policy that reads chunks (``"cohort"``), whether a long prefill
+        chunk runs here next step (:meth:`_balance_riding`)."""
         running = len(self.running)  # type: ignore[attr-defined]
         rule = self._balance_policy()
         if not rule.sends_flags:
             return running, ()
         waiting = has_held_waiting(self)
-        return running, rule.flags(running, waiting, admission_cap(self))
+        cap = admission_cap(self)
+        if rule.reads_chunks:
+            return running, rule.flags(running, waiting, cap, self._balance_riding())
+        return running, rule.flags(running, waiting, cap)
+
+    def _balance_riding(self) -> bool:
+        """Whether this rank's next step runs a long prefill chunk anyway:
+        a running request with at least half the per-step token budget
+        (``max_num_scheduled_tokens``, upstream's chunked-prefill budget) of
+        its prompt still to compute. Read by ``"cohort"`` only."""
+        budget = self.max_num_scheduled_tokens  # type: ignore[attr-defined]
+        half = budget // 2
+        return any(
+            r.num_prompt_tokens - r.num_computed_tokens >= half
+            for r in self.running  # type: ignore[attr-defined]
+        )
 
     def _balance_policy(self) -> GatePolicy:
         """This scheduler's policy object (it holds the run state), made on

@@ -135,7 +135,7 @@ def scheduler_class(vllm_config: Any) -> type:
     held = getattr(plan, "max_held_steps", None)
     policy = getattr(plan, "policy", None)
     compose: Any = compose_scheduler
-    if policy == "aligned":
+    if policy in ("aligned", "cohort"):
         return compose(
             base,
             bound,
