@@ -60,10 +60,11 @@ from benchmarks.policies.runs import run_seed  # noqa: E402
 RESULTS = Path(_CHECKOUT) / "benchmarks" / "results"
 
 
-def estimate(records: list[dict[str, Any]], modes: int, seeds: int) -> list[str]:
+def estimate(records: list[dict[str, Any]], modes: dict[str, int],
+             seeds: int) -> list[str]:  # fmt: skip
     """Per case: seconds per mode-run and per replay start-up (means over
-    what ran), and the full run's expected time with ``modes`` modes and
-    ``seeds`` seeds (one replay per case and seed)."""
+    what ran), and the full run's expected time with ``modes[case]`` modes
+    and ``seeds`` seeds (one replay per case and seed)."""
     lines, total = [], 0.0
     for rec in records:
         runs = rec["runs"]
@@ -77,13 +78,17 @@ def estimate(records: list[dict[str, Any]], modes: int, seeds: int) -> list[str]
         start = sum(r["wall_s"] for r in runs) / len(runs) - per * len(
             runs[0]["mode_wall_s"]
         )
-        total += (start + per * modes) * seeds
+        n = modes[rec["case"]]
+        cost = (start + per * n) * seeds
+        total += cost
         lines.append(
-            f"{rec['case']}: {per:.1f} s per mode-run, {start:.0f} s per replay"
+            f"{rec['case']}: {per:.1f} s per mode-run, {start:.0f} s per replay;"
+            f" {n} modes x {seeds} seeds: {cost / 60:.1f} min"
         )
     lines.append(
-        f"expected: {total / 60:.0f} min for {modes} modes x {seeds} seeds over "
-        f"these {len(records)} case(s), at this machine's present load"
+        f"expected: {total / 60:.0f} min for {seeds} seeds over these "
+        f"{len(records)} case(s) at one replay process, at this machine's "
+        "present load"
     )
     return lines
 
@@ -135,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         help="run the replays with the package of the checkout DIR first on "
         "the path (e.g. an exported commit of a branch); its rows are labelled",
     )  # fmt: skip
-    p.add_argument("--code-label", help="the label of --code's rows (default: DIR's name)")
+    p.add_argument(
+        "--code-label", help="the label of --code's rows (default: DIR's name)"
+    )
     args = p.parse_args(argv)
     if args.jobs < 1:
         raise SystemExit(f"--jobs: must be >= 1, got {args.jobs}")
@@ -169,14 +176,23 @@ def main(argv: list[str] | None = None) -> int:
         out.with_suffix(".md").write_text(table)
         print(table)
         return 0
-    chosen = cases.select(args.cases, args.quick)
-    modes = args.modes.split(",") if args.modes else settings.all_modes(args.quick)
+    # Cheap cases first (stable within a DP size): a run stopped early keeps
+    # whole cases (OUT.json is written after every case and seed).
+    chosen = sorted(cases.select(args.cases, args.quick), key=lambda c: c.cost_rank)
     seeds = args.seeds
     jobs = args.jobs
+
+    def modes_of(case: cases.Case) -> list[str]:
+        if args.cost:
+            # The second run is the per-mode cost (a repeated mode is not
+            # re-run); one process, so that its start-up is measured once.
+            return [settings.BASELINE, settings.RECOMMENDED]
+        if args.modes:
+            return list(args.modes.split(","))
+        return settings.all_modes(args.quick, case.points)
+
     if args.cost:
-        # The second run is the per-mode cost (a repeated mode is not re-run);
-        # one process, so that its start-up is measured once.
-        modes, seeds, jobs = [settings.BASELINE, settings.RECOMMENDED], seeds[:1], 1
+        seeds, jobs = seeds[:1], 1
     out.parent.mkdir(parents=True, exist_ok=True)
     reuse = not (args.fresh or args.cost)
     records = {r["case"]: r for r in (_load(out.with_suffix(".json")) if reuse else [])}
@@ -192,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in seeds:
                 stored = next((r for r in rec["runs"] if r["seed"] == seed), None)
                 run = run_seed(
-                    case, seed, modes, Path(tmp), vllm.__version__, jobs, code,
+                    case, seed, modes_of(case), Path(tmp), vllm.__version__, jobs, code,
                     stored if reuse else None,
                 )  # fmt: skip
                 rec["runs"] = sorted(
@@ -202,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Written after every run: a long matrix keeps what it ran.
                 _write(out, records, vllm.__version__, not args.cost)
     if args.cost:
-        full = len(settings.all_modes(args.quick))
+        full = {c.key: len(settings.all_modes(args.quick, c.points)) for c in chosen}
         print("\n".join(estimate(done, full, len(args.seeds))))
         return 0
     print(out.with_suffix(".md").read_text())

@@ -114,8 +114,8 @@ def run_modes(
         log = work / f"{case.key}-seed{seed}-{i}.log"
         shown = command(_shown(argv, work), chunk)
         print(f"$ {shown}", file=sys.stderr, flush=True)
-        cmd = [sys.executable, "-m", "vllm_ascend_balance", "replay",
-               *argv[:4], "--mode", ",".join(chunk), *argv[4:], "--json", str(out)]  # fmt: skip
+        cmd = [sys.executable, "-m", "vllm_ascend_balance", "replay", *argv[:4],
+               "--mode", ",".join(chunk), *argv[4:], "--json", str(out)]  # fmt: skip
         with log.open("w") as f:
             procs.append((subprocess.Popen(cmd, cwd=cwd, env=env, stdout=f), out, log))
     ended: dict[int, float] = {}

@@ -15,17 +15,23 @@ from dataclasses import dataclass
 #: vLLM as configured, balance off: every relative figure is against it.
 BASELINE = "off"
 
-#: Our settings (balance scheduling's opt-in points), the family judged:
-#: the contract (``on``), its bounded freeze, and the queued-leader rule
-#: with its held-step bound, the settings whose code is on main.
+#: Our settings (balance scheduling's opt-in points), the family judged,
+#: in priority order (a case with fewer points keeps the first ones,
+#: :func:`ours`): the cohort rule at its default window (16 steps), the
+#: queued-leader rule, the contract (``on``), cohort's window halved and
+#: doubled, the contract's bounded freeze. Every hold bounded at 64 steps
+#: (cohort's and queued-leader's default deadline, spelled out).
 OURS: tuple[str, ...] = (
-    "on",
-    "on+max-frozen:64",
+    "on+cohort+max-held:64",
     "on+queued-leader+max-held:64",
+    "on",
+    "on+cohort:8+max-held:64",
+    "on+cohort:32+max-held:64",
+    "on+max-frozen:64",
 )
 
 #: The one setting we recommend (docs/peer-policies.md), judged per cell.
-RECOMMENDED = "on+queued-leader+max-held:64"
+RECOMMENDED = "on+cohort+max-held:64"
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ PEERS: tuple[PeerFamily, ...] = (
             # Below and between the reported points.
             "sglang-pdi:2",
             "sglang-pdi:16",
+            "sglang-pdi:12",
         ),
     ),  # fmt: skip
     PeerFamily(
@@ -133,9 +140,13 @@ PEERS: tuple[PeerFamily, ...] = (
             "interval:8",
             "interval:3",
             "interval:16",
+            "interval:6",
         ),
     ),
 )
+
+#: The one command that writes ``benchmarks/results/policies.{md,json}``.
+COMMAND = "python benchmarks/compare_policies.py --jobs 1"
 
 #: Workload seeds per case: each seed is a different sample of the case's
 #: workload (see :mod:`.cases`); the intervals are across them.
@@ -149,6 +160,12 @@ SEEDS: tuple[int, ...] = (0, 1, 2)
 #: failing all of them.
 SLO_TTFT_MS = 2500.0
 SLO_TPOT_MS = 100.0
+
+
+def ours(points: int | None = None) -> list[str]:
+    """Our settings a case runs: the first ``points`` of :data:`OURS`
+    (default: all)."""
+    return list(OURS[: len(OURS) if points is None else points])
 
 
 def grid(family: PeerFamily, points: int | None = None) -> list[str]:
@@ -174,7 +191,7 @@ def all_modes(quick: bool = False, points: int | None = None) -> list[str]:
     peers = (
         [f.default for f in PEERS if f.default] if quick else peer_modes(points=points)
     )
-    return list(dict.fromkeys([BASELINE, *OURS, *peers]))
+    return list(dict.fromkeys([BASELINE, *ours(points), *peers]))
 
 
 def check_grids(
