@@ -84,6 +84,42 @@ def case_table(record: dict[str, Any], values: Values) -> list[str]:
     return [*lines, ""]
 
 
+def held_per_setting(records: list[dict[str, Any]]) -> list[str]:
+    """Per setting of ours: the scored cells it holds against the best rival
+    (the count the recommended setting is judged by), over the cases where
+    it ran, and the cases where some peer setting dominates it."""
+    rows = []
+    for mode in settings.OURS:
+        held = cells = ran = beaten = 0
+        for record in records:
+            values = case_values(record)
+            if mode not in values:
+                continue
+            ran += 1
+            rv = rivals(values)
+            hs = held_cells(values, mode, rv.values())
+            cells += len(hs)
+            held += sum(h.held for h in hs)
+            beaten += any(
+                dominates(values, m, [mode])
+                for label, m in rv.items()
+                if label != settings.BASELINE
+            )
+        if ran:
+            rows.append(f"| `{mode}` | {held} of {cells} | {ran} | {beaten} |")
+    return [
+        "**Each setting of ours alone**, judged as the recommended one is "
+        "(cells held against the best rival per cell), over the cases where "
+        "it ran; the last column: cases where some peer setting beats it on "
+        "both TTFT p50 and TPOT p99 across the whole interval.",
+        "",
+        "| setting | cells held | cases run | cases a peer dominates it |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def judgments(records: list[dict[str, Any]]) -> list[str]:
     rec = settings.RECOMMENDED
     dom_rows, held_rows, wins = [], [], {}
@@ -155,6 +191,7 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
         "|---" * (len(SCORED) + 2) + "|",
         *held_rows,
         "",
+        *held_per_setting(records),
         f"**Pairwise wins of `{rec}`** (cells of {', '.join(NAMES[k] for k in SCORED)} "
         "over all cases where the paired interval lies wholly on one side): "
         "won / lost.",
