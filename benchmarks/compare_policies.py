@@ -52,10 +52,11 @@ from benchmarks.policies.runs import run_seed  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def estimate(records: list[dict[str, Any]], modes: int, seeds: int) -> list[str]:
+def estimate(records: list[dict[str, Any]], modes: dict[str, int],
+             seeds: int) -> list[str]:  # fmt: skip
     """Per case: seconds per mode-run and per replay start-up (means over
-    what ran), and the full run's expected time with ``modes`` modes and
-    ``seeds`` seeds (one replay per case and seed)."""
+    what ran), and the full run's expected time with ``modes[case]`` modes
+    and ``seeds`` seeds (one replay per case and seed)."""
     lines, total = [], 0.0
     for rec in records:
         runs = rec["runs"]
@@ -69,15 +70,35 @@ def estimate(records: list[dict[str, Any]], modes: int, seeds: int) -> list[str]
         start = sum(r["wall_s"] for r in runs) / len(runs) - per * len(
             runs[0]["mode_wall_s"]
         )
-        total += (start + per * modes) * seeds
+        n = modes[rec["case"]]
+        cost = (start + per * n) * seeds
+        total += cost
         lines.append(
-            f"{rec['case']}: {per:.1f} s per mode-run, {start:.0f} s per replay"
+            f"{rec['case']}: {per:.1f} s per mode-run, {start:.0f} s per replay;"
+            f" {n} modes x {seeds} seeds: {cost / 60:.1f} min"
         )
     lines.append(
-        f"expected: {total / 60:.0f} min for {modes} modes x {seeds} seeds over "
-        f"these {len(records)} case(s), at this machine's present load"
+        f"expected: {total / 60:.0f} min for {seeds} seeds over these "
+        f"{len(records)} case(s) at one replay process, at this machine's "
+        "present load"
     )
     return lines
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    """The stored records of ``path`` (none if it does not exist)."""
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def _write(out: Path, records: dict[str, dict[str, Any]], version: str,
+           table: bool) -> None:  # fmt: skip
+    """OUT.json (and OUT.md if ``table``), cases in the case table's order."""
+    keys = [c.key for c in cases.CASES]
+    rank = {k: i for i, k in enumerate(keys)}
+    ordered = sorted(records.values(), key=lambda r: rank.get(r["case"], len(rank)))
+    out.with_suffix(".json").write_text(json.dumps(ordered, indent=1))
+    if table:
+        out.with_suffix(".md").write_text(markdown(ordered, version))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +118,35 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--render", action="store_true", help="OUT.md from OUT.json only")
     p.add_argument("--cost", action="store_true", help="time one mode-run per case")
+    p.add_argument(
+        "--jobs", type=int, default=2,
+        help="replay processes per case and seed, each running a share of "
+        "the modes (default 2)",
+    )  # fmt: skip
+    p.add_argument(
+        "--fresh", action="store_true",
+        help="run every row again instead of reusing OUT.json's",
+    )  # fmt: skip
+    p.add_argument(
+        "--code", metavar="DIR",
+        help="run the replays with the package of the checkout DIR first on "
+        "the path (e.g. an exported commit of a branch); its rows are labelled",
+    )  # fmt: skip
+    p.add_argument(
+        "--code-label", help="the label of --code's rows (default: DIR's name)"
+    )
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs: must be >= 1, got {args.jobs}")
+    code = None
+    if args.code:
+        where = Path(args.code).resolve()
+        if not (where / "vllm_ascend_balance" / "__init__.py").is_file():
+            raise SystemExit(
+                f"--code: {args.code} holds no vllm_ascend_balance package "
+                "(give the root of an exported checkout)"
+            )
+        code = (where, args.code_label or where.name)
     partial = bool(
         args.cases or args.quick or args.modes or args.cost
         or sorted(args.seeds) != sorted(settings.SEEDS)
@@ -119,29 +168,50 @@ def main(argv: list[str] | None = None) -> int:
         out.with_suffix(".md").write_text(table)
         print(table)
         return 0
-    chosen = cases.select(args.cases, args.quick)
-    modes = args.modes.split(",") if args.modes else settings.all_modes(args.quick)
+    # Cheap cases first (stable within a DP size): a run stopped early keeps
+    # whole cases (OUT.json is written after every case and seed).
+    chosen = sorted(cases.select(args.cases, args.quick), key=lambda c: c.cost_rank)
     seeds = args.seeds
+    jobs = args.jobs
+
+    def modes_of(case: cases.Case) -> list[str]:
+        if args.cost:
+            # The second run is the per-mode cost (a repeated mode is not
+            # re-run); one process, so that its start-up is measured once.
+            return [settings.BASELINE, settings.RECOMMENDED]
+        if args.modes:
+            return list(args.modes.split(","))
+        return settings.all_modes(args.quick, case.points)
+
     if args.cost:
-        # The second run is the per-mode cost (a repeated mode is not re-run).
-        modes, seeds = [settings.BASELINE, settings.RECOMMENDED], seeds[:1]
-    records: list[dict[str, Any]] = []
+        seeds, jobs = seeds[:1], 1
     out.parent.mkdir(parents=True, exist_ok=True)
+    reuse = not (args.fresh or args.cost)
+    records = {r["case"]: r for r in (_load(out.with_suffix(".json")) if reuse else [])}
+    done: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="vab-policies-") as tmp:
         for case in chosen:
-            rec: dict[str, Any] = {"case": case.key, "workload": case.workload,
-                                   "dp": case.dp, "runs": []}  # fmt: skip
-            records.append(rec)
+            rec = records.setdefault(
+                case.key,
+                {"case": case.key, "workload": case.workload, "dp": case.dp,
+                 "runs": []},
+            )  # fmt: skip
+            done.append(rec)
             for seed in seeds:
-                rec["runs"].append(run_seed(case, seed, modes, Path(tmp)))
+                stored = next((r for r in rec["runs"] if r["seed"] == seed), None)
+                run = run_seed(
+                    case, seed, modes_of(case), Path(tmp), vllm.__version__, jobs, code,
+                    stored if reuse else None,
+                )  # fmt: skip
+                rec["runs"] = sorted(
+                    [*(r for r in rec["runs"] if r["seed"] != seed), run],
+                    key=lambda r: r["seed"],
+                )
                 # Written after every run: a long matrix keeps what it ran.
-                out.with_suffix(".json").write_text(json.dumps(records, indent=1))
-                if not args.cost:
-                    table = markdown(records, vllm.__version__)
-                    out.with_suffix(".md").write_text(table)
+                _write(out, records, vllm.__version__, not args.cost)
     if args.cost:
-        full = len(settings.all_modes(args.quick))
-        print("\n".join(estimate(records, full, len(args.seeds))))
+        full = {c.key: len(settings.all_modes(args.quick, c.points)) for c in chosen}
+        print("\n".join(estimate(done, full, len(args.seeds))))
         return 0
     print(out.with_suffix(".md").read_text())
     return 0

@@ -163,14 +163,14 @@ def test_settings_are_data_and_every_sweep_is_as_large_as_ours() -> None:
     # Negative control: a family with a smaller sweep is named.
     small = (settings.PeerFamily("x", "x", ("x:1",)),)
     assert settings.check_grids(small) == [
-        f"x: a sweep of 1 point(s), ours has {len(settings.OURS)}"
+        f"x: a grid of 2 point(s), ours has {len(settings.OURS)}"
     ]
 
 
 def test_case_selection() -> None:
     quick = cases.select(None, quick=True)
     assert [c.key for c in quick] == ["builtin-dp4", "starvation-dp4"]
-    assert len(cases.select(None, quick=False)) == len(cases.CASES)
+    assert cases.select(None, quick=False) == [c for c in cases.CASES if c.full]
     starv = cases.select(["starvation"], quick=False)
     assert [c.dp for c in starv] == [4, 16, 64]
     assert [c.key for c in cases.select(["kv-bound-dp4", "kv-bound"], False)] == [
@@ -256,3 +256,40 @@ def test_markdown_renders_the_judgments_from_records() -> None:
     assert "2 of 2 (case, peer setting) pairs have no peer dominating" in text
     assert "in 0 of 2 a setting of ours" in text and "trade-off" in text
     assert "held" in text and "| sglang-delayer default |" in text
+
+
+def test_each_setting_of_ours_is_counted_alone() -> None:
+    def record(case: str, peer: tuple[float, float]) -> dict[str, object]:
+        modes = {"off": (100.0, 50.0), settings.RECOMMENDED: (100.0, 40.0),
+                 "sglang-delayer": peer}  # fmt: skip
+        runs = [
+            {
+                "seed": s,
+                "command": "cmd",
+                "wall_s": 1.0,
+                "requests": 10,
+                "span_s": 5.0,
+                "mode_wall_s": {},
+                "values": {
+                    m: {
+                        **{k: 1.0 for k, _, _ in judging.METRICS},
+                        "ttft_p50": a * scale,
+                        "tpot_p99": b * scale,
+                    }
+                    for m, (a, b) in modes.items()
+                },
+            }  # fmt: skip
+            for s, scale in enumerate((1.0, 1.1, 0.9))
+        ]
+        return {"case": case, "runs": runs}
+
+    # A trade-off peer in one case; in the other (the negative control) the
+    # peer beats ours on both axes, and the count says so.
+    text = markdown(
+        [record("a-dp4", (150.0, 30.0)), record("b-dp4", (50.0, 20.0))], "0.0"
+    )
+    row = next(
+        r for r in text.splitlines() if r.startswith(f"| `{settings.RECOMMENDED}` |")
+    )
+    assert row.endswith("| 2 | 1 |")
+    assert "Written by `" in text and "What ran" in text

@@ -152,7 +152,7 @@ def slo_goodput(
     ``first_token_step``, ``finish_step``, ``output_tokens``); ``step_end_s``:
     global step index -> its modeled end (the replay's ``timeline.step`` and
     ``timeline.t_s``). TTFT and TPOT as
-    :func:`vllm_ascend_balance.replay.metrics._latencies` defines them; a
+    :func:`vllm_ascend_balance.replay.pipeline.metrics._latencies` defines them; a
     one-token output has no TPOT and meets it. A request unfinished, or whose
     steps are not in ``step_end_s``, meets nothing.
     """

@@ -46,7 +46,7 @@ def rivals(values: Values) -> dict[str, str]:
     for f in settings.PEERS:
         if f.default and f.default in values:
             out[f"{f.name} default"] = f.default
-        grid = [m for m in (f.default, *f.sweep) if m]
+        grid = settings.grid(f)
         best = tuned(values, grid, settings.BASELINE)
         if best is not None:
             out[f"{f.name} tuned"] = best
@@ -82,6 +82,42 @@ def case_table(record: dict[str, Any], values: Values) -> list[str]:
             + " |"
         )
     return [*lines, ""]
+
+
+def held_per_setting(records: list[dict[str, Any]]) -> list[str]:
+    """Per setting of ours: the scored cells it holds against the best rival
+    (the count the recommended setting is judged by), over the cases where
+    it ran, and the cases where some peer setting dominates it."""
+    rows = []
+    for mode in settings.OURS:
+        held = cells = ran = beaten = 0
+        for record in records:
+            values = case_values(record)
+            if mode not in values:
+                continue
+            ran += 1
+            rv = rivals(values)
+            hs = held_cells(values, mode, rv.values())
+            cells += len(hs)
+            held += sum(h.held for h in hs)
+            beaten += any(
+                dominates(values, m, [mode])
+                for label, m in rv.items()
+                if label != settings.BASELINE
+            )
+        if ran:
+            rows.append(f"| `{mode}` | {held} of {cells} | {ran} | {beaten} |")
+    return [
+        "**Each setting of ours alone**, judged as the recommended one is "
+        "(cells held against the best rival per cell), over the cases where "
+        "it ran; the last column: cases where some peer setting beats it on "
+        "both TTFT p50 and TPOT p99 across the whole interval.",
+        "",
+        "| setting | cells held | cases run | cases a peer dominates it |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def judgments(records: list[dict[str, Any]]) -> list[str]:
@@ -155,6 +191,7 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
         "|---" * (len(SCORED) + 2) + "|",
         *held_rows,
         "",
+        *held_per_setting(records),
         f"**Pairwise wins of `{rec}`** (cells of {', '.join(NAMES[k] for k in SCORED)} "
         "over all cases where the paired interval lies wholly on one side): "
         "won / lost.",
@@ -166,23 +203,54 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def grids_ran(records: list[dict[str, Any]]) -> list[str]:
+    """One line per group of cases that ran the same grid: how many of our
+    settings and of each peer family's points ran on every seed."""
+    groups: dict[str, list[str]] = {}
+    for record in records:
+        values = case_values(record)
+        ours = sum(m in values for m in settings.OURS)
+        fams = sorted(
+            {sum(m in values for m in settings.grid(f)) for f in settings.PEERS}
+        )
+        what = (
+            f"{len(values)} modes: `{settings.BASELINE}`, {ours} of ours, "
+            f"{' or '.join(map(str, fams))} point(s) per peer family"
+        )
+        groups.setdefault(what, []).append(record["case"])
+    return [f"- {', '.join(keys)}: {what}" for what, keys in groups.items()]
+
+
 def markdown(records: list[dict[str, Any]], vllm_version: str) -> str:
     seeds = sorted({r["seed"] for rec in records for r in rec["runs"]})
     lines = [
         "<!-- written by benchmarks/compare_policies.py -->",
+        f"Written by `{settings.COMMAND}` (the main lane's venv) in one "
+        "invocation; `--render` rewrites this file from the JSON next to it.",
+        "",
         f"Simulated engine on vLLM {vllm_version} (real vLLM schedulers in lock "
-        f"step, modeled step cost), cap 16/rank, workload seeds {seeds}, one run "
+        f"step, modeled step cost), cap 16/rank, workload seeds {seeds} per "
+        "case (each seed its own sample of the case's workload), one run "
         "per mode and seed (the engine is deterministic: the spread is the "
         "workload's). Each cell: mean ± half-width of the 95 % Student-t "
-        "interval over the seeds' values. Comparisons use the t-interval of "
-        "the per-seed paired relative differences. Goodput: requests meeting "
-        f"TTFT <= {settings.SLO_TTFT_MS:g} ms and TPOT <= {settings.SLO_TPOT_MS:g} "
-        "ms per modeled second. A family's tuned point (peers and ours alike): "
-        "per case, the point of its grid (defaults included) with the lowest "
-        "mean over seeds of log(TTFT p50/off) + log(TPOT p99/off).",
+        "interval over the seeds' values (t with n-1 degrees of freedom: "
+        "4.30 at 3 seeds). Comparisons use the t-interval of "
+        "the per-seed paired relative differences. Goodput (the SLO pair): "
+        f"requests meeting TTFT <= {settings.SLO_TTFT_MS:g} ms and TPOT <= "
+        f"{settings.SLO_TPOT_MS:g} ms, per modeled second. A family's tuned "
+        "point (peers and ours alike): per case, the point of its grid "
+        "(defaults included) with the lowest mean over seeds of "
+        "log(TTFT p50/off) + log(TPOT p99/off). No oracle: each peer is "
+        "judged as one setting (its default, or its tuned point), never the "
+        "best of several per cell.",
+        "",
+        "What ran (ours and each peer family cut to the same grid per case; "
+        "the first points of each list in `benchmarks/policies/settings.py`):",
+        "",
+        *grids_ran(records),
         "",
     ]
+    lines += judgments(records)
     for record in records:
         lines += case_table(record, case_values(record))
-    lines += judgments(records)
     return "\n".join(lines) + "\n"

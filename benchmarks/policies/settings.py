@@ -15,25 +15,40 @@ from dataclasses import dataclass
 #: vLLM as configured, balance off: every relative figure is against it.
 BASELINE = "off"
 
-#: Our settings (balance scheduling's opt-in points), the family judged.
+#: Our settings (balance scheduling's opt-in points), the family judged,
+#: in priority order (a case with fewer points keeps the first ones,
+#: :func:`ours`): the queued-leader rule, the cohort rule at its default
+#: window (16 steps), the contract (``on``), cohort's window halved and
+#: doubled, the contract's bounded freeze. Every hold bounded at 64 steps
+#: (cohort's and queued-leader's default deadline, spelled out).
 OURS: tuple[str, ...] = (
-    "on",
-    "on+max-frozen:64",
     "on+queued-leader+max-held:64",
-    "on+queued-leader+max-held:16",
-    "on+aligned+max-held:64",
-    "on+aligned:64+max-held:64",
+    "on+cohort+max-held:64",
+    "on",
+    "on+cohort:8+max-held:64",
+    "on+cohort:32+max-held:64",
+    "on+max-frozen:64",
 )
 
 #: The one setting we recommend (docs/peer-policies.md), judged per cell.
+#: ``cohort`` (W 16) was the candidate to replace it; on the regenerated
+#: table it holds fewer cells (benchmarks/results/policies.md, "Each
+#: setting of ours alone"), so the recommendation stays.
 RECOMMENDED = "on+queued-leader+max-held:64"
 
 
 @dataclass(frozen=True)
 class PeerFamily:
     """One peer's rule: its ``--mode`` at the source's documented defaults
-    (None: the baseline is its default) and a sweep of its own knobs
-    (``--mode`` entries, the grammar in ``replay/modes.py``)."""
+    (None: the baseline is its default) and its other knob settings in
+    priority order (``--mode`` entries, the grammar in ``replay/modes.py``).
+
+    The family's grid (what its tuned point is chosen from) is its
+    default, then the sweep, cut to as many points as :data:`OURS`
+    (:func:`grid`): the issue's "a sweep of its own knobs as large as
+    ours". A family whose default is the baseline (``off``) gets that many
+    sweep points, the baseline being judged anyway.
+    """
 
     name: str
     default: str | None
@@ -41,87 +56,100 @@ class PeerFamily:
 
 
 #: The peers (``vllm_ascend_balance/replay/peers/``, docs/peer-policies.md).
-#: Sweeps: the knob the source documents as the delay bound (passes or
-#: iterations) at 1/4, 1/2 and 2x its default, plus the second knob moved.
+#: Each sweep lists first the points its sources report as best, then the
+#: delay bound moved around its default; :func:`grid` keeps the first ones.
 PEERS: tuple[PeerFamily, ...] = (
     PeerFamily(
         "sglang-delayer",
-        "sglang-delayer",
+        "sglang-delayer",  # 30 passes, SGLang's default
         (
-            "sglang-delayer:8",
-            "sglang-delayer:15",
-            "sglang-delayer:60",
-            "sglang-delayer:30:20",
+            # The delayer with the interval at 4, the value sglang#35017
+            # and #40443 report for decode speed with TTFT flat.
             "sglang-delayer:30:0:0:5000:4",
-            "sglang-delayer:30:0:25",
+            # The pass bound at ~1/4 and 2x the default: the delayer's only
+            # bound on a hold; no source reports a tuned value.
+            "sglang-delayer:8",
+            "sglang-delayer:60",
+            "sglang-delayer:15",
+            # The queue trigger (opt-in, sglang#34806 tests it at 0.8).
+            "sglang-delayer:30:0:80",
         ),
     ),  # fmt: skip
-    # SGLang's --prefill-decode-interval alone (SGLang #35017; off by
-    # default): the values its PR and #40443 report (4, 8) and its Qwen3-VL
-    # override (22).
     PeerFamily(
         "sglang-pdi",
-        None,
+        None,  # --prefill-decode-interval 0 (off) is SGLang's default
         (
-            "sglang-pdi:1",
-            "sglang-pdi:2",
+            # sglang#40443: 4 and 8 rounds (1.38 -> 18.45 -> 32.05 tok/s
+            # per request, TTFT flat); 22: its Qwen3-VL override.
             "sglang-pdi:4",
             "sglang-pdi:8",
-            "sglang-pdi:16",
             "sglang-pdi:22",
+            # Below and between the reported points.
+            "sglang-pdi:2",
+            "sglang-pdi:16",
+            "sglang-pdi:12",
         ),
     ),  # fmt: skip
     PeerFamily(
         "trtllm-adp",
-        "trtllm-adp",
+        "trtllm-adp",  # timeout_iters 50, batching_wait_iters 10
         (
-            "trtllm-adp:12:2",
-            "trtllm-adp:25:5",
-            "trtllm-adp:100:10",
+            # No batching wait: the timeout alone (the rule's first stage).
             "trtllm-adp:50:0",
+            # Both iteration knobs halved and doubled together.
+            "trtllm-adp:25:5",
+            "trtllm-adp:100:20",
+            # The low-occupancy timeout of NVIDIA/TensorRT-LLM#17700
+            # (off by default): at most 5 iterations while the least busy
+            # rank has under 2 generation requests.
             "trtllm-adp:50:10:2:5",
-            "trtllm-adp:200:20",
+            "trtllm-adp:12:2",
         ),
     ),  # fmt: skip
     PeerFamily(
         "vllm-align",
-        "vllm-align",
+        "vllm-align",  # 30 passes, lead 2: vLLM #51199's test plan
         (
             "vllm-align:8",
-            "vllm-align:15",
             "vllm-align:60",
-            "vllm-align:30:1",
+            # The step lead moved: 1 releases sooner, 4 aligns more slack.
             "vllm-align:30:4",
-            "vllm-align:4",
+            "vllm-align:30:1",
+            "vllm-align:15",
         ),
     ),
     PeerFamily(
         "atom-delayer",
-        "atom-delayer",
+        "atom-delayer",  # 30 passes, ATOM#930's default
         (
             "atom-delayer:8",
-            "atom-delayer:15",
             "atom-delayer:60",
-            "atom-delayer:30:1000",
-            "atom-delayer:4",
+            # ROCm/ATOM#1670 raised its later tick bound from 30 to 200 for
+            # DP attention benchmarks: a bound of that order.
             "atom-delayer:128",
+            "atom-delayer:15",
+            "atom-delayer:4",
         ),
     ),  # fmt: skip
-    # vLLM's own DP prefill throttle (prefill_schedule_interval, vLLM #44558):
-    # its default (1) is the baseline; needs vLLM 0.32+ (the main lane).
+    # vLLM's own DP prefill throttle (prefill_schedule_interval, vLLM #44558,
+    # which reports interval 2): its default (1) is the baseline; needs
+    # vLLM 0.32+ (the main lane). 2-8 is the range its users run.
     PeerFamily(
         "vllm-interval",
         None,
         (
             "interval:2",
-            "interval:3",
             "interval:4",
             "interval:8",
+            "interval:3",
             "interval:16",
-            "interval:32",
+            "interval:6",
         ),
     ),
 )
+
+#: The one command that writes ``benchmarks/results/policies.{md,json}``.
+COMMAND = "python benchmarks/compare_policies.py --jobs 1"
 
 #: Workload seeds per case: each seed is a different sample of the case's
 #: workload (see :mod:`.cases`); the intervals are across them.
@@ -137,23 +165,46 @@ SLO_TTFT_MS = 2500.0
 SLO_TPOT_MS = 100.0
 
 
-def peer_modes(families: tuple[PeerFamily, ...] = PEERS) -> list[str]:
-    """Every peer ``--mode`` entry: defaults, then sweeps, in table order."""
+def ours(points: int | None = None) -> list[str]:
+    """Our settings a case runs: the first ``points`` of :data:`OURS`
+    (default: all)."""
+    return list(OURS[: len(OURS) if points is None else points])
+
+
+def grid(family: PeerFamily, points: int | None = None) -> list[str]:
+    """``family``'s grid: its default (if it is a mode of its own), then its
+    sweep, ``points`` in all (default: ``len(OURS)``)."""
+    n = len(OURS) if points is None else points
+    return [m for m in (family.default, *family.sweep) if m][:n]
+
+
+def peer_modes(
+    families: tuple[PeerFamily, ...] = PEERS, points: int | None = None
+) -> list[str]:
+    """Every peer ``--mode`` entry: defaults, then the rest of each grid, in
+    table order."""
     defaults = [f.default for f in families if f.default]
-    return defaults + [m for f in families for m in f.sweep]
+    rest = [m for f in families for m in grid(f, points) if m != f.default]
+    return defaults + rest
 
 
-def all_modes(quick: bool = False) -> list[str]:
+def all_modes(quick: bool = False, points: int | None = None) -> list[str]:
     """The baseline, ours, then the peers (``quick``: peers at defaults
     only, no sweep), without repeats."""
-    peers = [f.default for f in PEERS if f.default] if quick else peer_modes()
-    return list(dict.fromkeys([BASELINE, *OURS, *peers]))
+    peers = (
+        [f.default for f in PEERS if f.default] if quick else peer_modes(points=points)
+    )
+    return list(dict.fromkeys([BASELINE, *ours(points), *peers]))
 
 
-def check_grids(families: tuple[PeerFamily, ...] = PEERS) -> list[str]:
-    """One line per family whose sweep is smaller than :data:`OURS`."""
+def check_grids(
+    families: tuple[PeerFamily, ...] = PEERS, points: int | None = None
+) -> list[str]:
+    """One line per family whose grid is not as large as :data:`OURS` (it
+    has too few points to cut)."""
+    n = len(OURS) if points is None else points
     return [
-        f"{f.name}: a sweep of {len(f.sweep)} point(s), ours has {len(OURS)}"
+        f"{f.name}: a grid of {len(grid(f, n))} point(s), ours has {n}"
         for f in families
-        if len(f.sweep) < len(OURS)
+        if len(grid(f, n)) != n
     ]
