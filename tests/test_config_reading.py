@@ -287,10 +287,18 @@ def test_doctor_shows_the_policy_and_the_held_bound(
 
 
 def test_an_unknown_policy_is_refused_in_one_line() -> None:
-    with pytest.raises(BalanceConfigError, match="balance_policy must be one of"):
+    with pytest.raises(BalanceConfigError, match="balance_policy must be one of") as e:
         read_user_setting(
             {"scheduler_config": {SWITCH: True, "balance_policy": "fair"}}, {}
         )
+    # The control of the hint below: nothing close, no guess.
+    assert "did you mean" not in str(e.value)
+    with pytest.raises(BalanceConfigError) as err:
+        read_user_setting(
+            {"scheduler_config": {SWITCH: True, "balance_policy": "cohrt"}}, {}
+        )
+    assert 'did you mean "cohort"?' in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_aligned_knobs_need_the_aligned_policy_and_the_held_bound() -> None:
