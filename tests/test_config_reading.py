@@ -287,10 +287,18 @@ def test_doctor_shows_the_policy_and_the_held_bound(
 
 
 def test_an_unknown_policy_is_refused_in_one_line() -> None:
-    with pytest.raises(BalanceConfigError, match="balance_policy must be one of"):
+    with pytest.raises(BalanceConfigError, match="balance_policy must be one of") as e:
         read_user_setting(
             {"scheduler_config": {SWITCH: True, "balance_policy": "fair"}}, {}
         )
+    # The control of the hint below: nothing close, no guess.
+    assert "did you mean" not in str(e.value)
+    with pytest.raises(BalanceConfigError) as err:
+        read_user_setting(
+            {"scheduler_config": {SWITCH: True, "balance_policy": "cohrt"}}, {}
+        )
+    assert 'did you mean "cohort"?' in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_aligned_knobs_need_the_aligned_policy_and_the_held_bound() -> None:
@@ -374,3 +382,42 @@ def test_off_refuses_only_the_switch_as_operating_md_says(
         with pytest.raises(BalanceConfigError) as err:
             read_user_setting({"scheduler_config": switch}, {})
         assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "section", [{SWITCH: True}, {"balance_max_frozen_steps": 64}, {SWITCH: False}]
+)
+def test_balance_keys_under_a_misspelled_section_are_refused(section: Any) -> None:
+    """``scheduler_confg`` holding balance keys would leave balance off by
+    default, silently: refused in one line naming the key and the fix."""
+    with pytest.raises(BalanceConfigError) as err:
+        read_user_setting({"scheduler_confg": section}, {})
+    text = str(err.value)
+    assert "\n" not in text
+    assert "additional_config.scheduler_confg" in text
+    assert "move them there" in text and '"scheduler_config"' in text
+
+
+def test_other_plugins_top_level_objects_are_left_alone() -> None:
+    """The control: an object of another plugin's (no balance key), next to
+    a correct section, is not refused and balance turns on."""
+    additional = {
+        "ascend_scheduler_config": {"enabled": True},
+        "torchair_graph_config": {"enabled": False},
+        "scheduler_config": {SWITCH: True},
+    }
+    assert read_user_setting(additional, {}).enabled
+
+
+def test_doctor_refuses_a_misspelled_section_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    additional = {"scheduler_confg": {SWITCH: True}}
+    args = doctor.parse_args(
+        ["--data-parallel-size", "2", "--additional-config", json.dumps(additional)]
+    )
+    assert doctor.run(args) == 1
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "scheduler_confg" in line]
+    assert len(lines) == 1 and "cannot work" in lines[0], out
+    assert "(from default)" not in out

@@ -239,7 +239,9 @@ def test_demo_refuses_a_bad_dp_in_one_line() -> None:
         timeout=120,
     )
     assert result.returncode == 2
-    assert result.stderr.strip() == "vllm-ascend-balance demo: --dp must be >= 1, got 0"
+    assert result.stderr.strip() == (
+        "vllm-ascend-balance demo: --dp must be >= 1, got 0: use e.g. --dp 2"
+    )
 
 
 def test_a_port_in_use_is_refused_before_anything_starts() -> None:

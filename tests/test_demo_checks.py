@@ -116,6 +116,22 @@ def test_without_the_executor_doctor_names_balances_class(
             ],
             ["balance_max_frozen_step", "did you mean balance_max_frozen_steps"],
         ),
+        (["--dp", "0"], ["--dp must be >= 1, got 0", "use e.g. --dp 2"]),
+        (["--max-num-seqs", "0"], ["--max-num-seqs", "use e.g. --max-num-seqs 4"]),
+        (
+            [
+                "--additional-config",
+                '{"scheduler_confg": {"balance_policy": "cohort"}}',
+            ],
+            ["additional_config.scheduler_confg", 'under "scheduler_config"'],
+        ),
+        (
+            [
+                "--additional-config",
+                '{"scheduler_config": {"balance_policy": "cohrt"}}',
+            ],
+            ["balance_policy", 'did you mean "cohort"?'],
+        ),
     ],
 )
 def test_bad_arguments_are_refused_in_one_line_before_anything_starts(

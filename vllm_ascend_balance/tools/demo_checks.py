@@ -68,9 +68,9 @@ def check_arguments(
             (:data:`OWN_FLAGS`), an ``--additional-config`` that is not a
             JSON object, or a balance setting the engines would refuse.
     """
-    for flag, value in (("--dp", dp), ("--max-num-seqs", max_num_seqs)):
+    for flag, value, fix in (("--dp", dp, 2), ("--max-num-seqs", max_num_seqs, 4)):
         if value < 1:
-            raise UsageError(f"{flag} must be >= 1, got {value}")
+            raise UsageError(f"{flag} must be >= 1, got {value}: use e.g. {flag} {fix}")
     if not 0 <= port <= MAX_PORT:
         raise UsageError(
             f"--port must be 0..{MAX_PORT}, got {port}: choose a port in range "

@@ -126,7 +126,7 @@ def serve_args(
             ``extra_args`` is not a JSON object.
     """
     if dp < 1:
-        raise ValueError(f"--dp must be >= 1, got {dp}")
+        raise ValueError(f"--dp must be >= 1, got {dp}: use e.g. --dp 2")
     user, rest = split_additional_config(extra_args)
     settings = {
         "run_dir": str(run_dir),

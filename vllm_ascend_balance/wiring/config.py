@@ -65,6 +65,10 @@ wrong type or a key one typo away from a setting is refused in one line
 naming the key, the known keys and an example of the key's own. Where it
 is not requested, the options do nothing: they are not refused, a warning
 says so (only the switch itself, and a near-miss of its name, are checked).
+Either way, a top-level object other than ``scheduler_config`` holding the
+switch or a ``balance_*`` key (``"scheduler_confg"``) is refused in one
+line: balance would silently stay off. Other top-level objects, other
+plugins', are not looked at.
 
 Once the front-end has read the setting, it travels to the engine processes
 under this package's own key (:data:`CARRIED_KEY`,

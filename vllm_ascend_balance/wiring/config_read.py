@@ -74,6 +74,28 @@ def _unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
     return found
 
 
+def _misplaced_section(additional: Mapping[str, Any]) -> str | None:
+    """A one-line refusal for a top-level object other than
+    ``scheduler_config`` that holds balance keys (``"scheduler_confg"``), or
+    None. Other plugins own other top-level keys, so only a section holding
+    our keys is refused: left alone, balance would silently stay off."""
+    for key, value in additional.items():
+        if key in ("scheduler_config", CARRIED_KEY) or not isinstance(value, Mapping):
+            continue
+        ours = [
+            k
+            for k in value
+            if isinstance(k, str) and (k == SWITCH or k.startswith("balance_"))
+        ]
+        if ours:
+            return (
+                f"{TOP}.{key} holds balance scheduling settings ({', '.join(ours)}) "
+                f'but they are read only under "scheduler_config": move them '
+                f"there (e.g. {ENABLE_EXAMPLE})"
+            )
+    return None
+
+
 def _options(
     additional: Mapping[str, Any], sched: Mapping[str, Any]
 ) -> dict[str, tuple[str, Any]]:
@@ -109,8 +131,9 @@ def read_balance_setting(
     Raises:
         BalanceConfigError: the switch is not a JSON boolean, the environment
             variable is not ``0``/``1``/``true``/``false``,
-            ``scheduler_config`` in ``additional_config`` is not a mapping, a
-            key is one typo away from the switch; where balance is requested
+            ``scheduler_config`` in ``additional_config`` is not a mapping,
+            another top-level object holds balance keys, a key is one typo
+            away from the switch; where balance is requested
             also: an option has a value of the wrong type or is written twice,
             or a ``balance_*`` key is unknown (see the module docstring).
     """
@@ -134,6 +157,9 @@ def read_user_setting(
     """:func:`read_balance_setting` of an ``additional_config`` as the user
     wrote it (no carried setting)."""
     sched = switch.scheduler_section(additional)
+    misplaced = _misplaced_section(additional)
+    if misplaced:
+        raise BalanceConfigError(misplaced)
     unknown = _unknown_keys(sched, NESTED) + _unknown_keys(additional, TOP)
     switch_typos = [u for u in unknown if f"did you mean {SWITCH}?" in u]
     if switch_typos:

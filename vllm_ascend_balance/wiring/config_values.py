@@ -12,6 +12,7 @@ the setting carried to the engines.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -122,11 +123,17 @@ def policy(value: Any, where: str) -> str:
     if value is None:
         return DEFAULT_POLICY
     if value not in POLICIES:
+        close = (
+            difflib.get_close_matches(value, list(POLICIES), n=1)
+            if isinstance(value, str)
+            else []
+        )
+        hint = f"did you mean {shown(close[0])}? " if close else ""
         raise BalanceConfigError(
             f"{where}.balance_policy must be one of "
             f"{', '.join(shown(p) for p in POLICIES)}, got {shown(value)}: "
-            f"use e.g. {example('balance_policy', where)}, or remove the key "
-            f"for the contract (leader_at_cap)"
+            f"{hint}use e.g. {example('balance_policy', where)}, or remove the "
+            f"key for the contract (leader_at_cap)"
         )
     return str(value)
 

@@ -33,12 +33,12 @@ from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
-from vllm_ascend_balance.replay.pipeline.engine import RecordingError
 from vllm_ascend_balance.replay.pipeline.join import REQUEST_ID, join_run
 from vllm_ascend_balance.replay.pipeline.modes import Mode
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
 from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest, Workload
+from vllm_ascend_balance.replay.real.checks import check_recording
 from vllm_ascend_balance.replay.real.deployment import (
     engine_args,
     one_line,
@@ -51,7 +51,7 @@ from vllm_ascend_balance.replay.real.modeled_clock import (
     clock_path,
     modeled_now,
 )
-from vllm_ascend_balance.replay.real.recorder import RankFile, rank_file, read_rank_file
+from vllm_ascend_balance.replay.real.recorder import rank_file, read_rank_file
 
 logger = init_logger(__name__)
 
@@ -82,7 +82,7 @@ class AsyncLLMEngine:
         )
         records.wall_send_late_s = late
         files = [read_rank_file(rank_file(run_dir, r)) for r in range(options.dp)]
-        _check_recording(files, records)
+        check_recording(files, records)
         records.starts = [s for f in files for s in f.starts[:1]]
         records.gathers = [f.gathers for f in files]
         records.steps, records.requests = join_run(
@@ -97,18 +97,6 @@ class AsyncLLMEngine:
 def run_slug(label: str) -> str:
     """The run directory name of a mode label (no quotes, colons or pluses)."""
     return label.replace("'", "-aa").replace(":", "").replace("+", "-")
-
-
-def _check_recording(files: list[RankFile], records: RunRecords) -> None:
-    """Loud failure when a rank stepped without its recording scheduler."""
-    for rank, f in enumerate(files):
-        if f.steps and not f.starts:
-            raise RecordingError(
-                f"rank {rank} recorded steps but its recording scheduler never "
-                f"attached: running/waiting/frozen would read as 0"
-            )
-    if records.status is RunStatus.OK and not any(f.requests for f in files):
-        raise RecordingError("the run completed but no rank recorded a request")
 
 
 async def _deploy_and_send(
