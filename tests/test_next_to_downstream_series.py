@@ -44,7 +44,7 @@ import importlib, inspect
 from vllm.platforms import current_platform
 current_platform.pre_register_and_update()
 patch = importlib.import_module("vllm_ascend.patch.platform.patch_balance_schedule")
-from vllm_ascend_balance.wiring.activation import compose_scheduler
+from vllm_ascend_balance.wiring.composition import compose_scheduler
 cls = compose_scheduler(patch.BalanceScheduler)
 method = getattr(cls, "balance_gather", None)
 print("RESOLVES", getattr(method, "__module__", None))
