@@ -98,6 +98,14 @@ git_env=(env GIT_AUTHOR_NAME="vllm-ascend-balance fork lane" GIT_AUTHOR_EMAIL="f
   GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null)
 git_() { "${git_env[@]}" git -C "$repo" -c core.autocrlf=false -c advice.detachedHead=false "$@"; }
 head_key=$(git_ config --get vab.series-key 2>/dev/null || true)
+# The tag is remade when the sdist it was made from is not this one (its
+# stamp lists the files, series_tool/sdist.py): a tag made from a broken
+# unpack would otherwise stay, and every series fail on it, for good.
+sdist_key=$(sha256sum < "$sdist/.complete" | cut -c1-16)
+if [ "$(git_ config --get vab.sdist-key 2>/dev/null || true)" != "$sdist_key" ]; then
+  rm -rf "$repo"
+  head_key=
+fi
 if git_ rev-parse -q --verify "refs/tags/$tag" >/dev/null 2>&1 && [ "$head_key" = "$series_key" ] \
   && git_ rev-parse -q --verify "refs/heads/$branch" >/dev/null; then
   skip
@@ -115,6 +123,7 @@ if ! git_ rev-parse -q --verify "refs/tags/$tag" >/dev/null 2>&1; then
   GIT_AUTHOR_DATE="@0 +0000" GIT_COMMITTER_DATE="@0 +0000" \
     git_ commit -q -m "vLLM $tag (release sdist)"
   git_ tag -a "$tag" -m "vLLM $tag, the release sdist from the package index"
+  git_ config vab.sdist-key "$sdist_key"
 fi
 if [ "$head_key" != "$series_key" ] || ! git_ rev-parse -q --verify "refs/heads/$branch" >/dev/null; then
   git_ am --abort >/dev/null 2>&1 || true

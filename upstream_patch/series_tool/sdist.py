@@ -1,9 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """Release sdists from the package index pip is configured with: downloaded
-once into the cache, sha256-checked against the index, unpacked."""
+once into the cache, sha256-checked against the index, unpacked.
+
+Several processes share the cache (the release lane's two shards, the fork
+lane's build, a second checkout): one fetch of a given sdist at a time
+(an exclusive lock per sdist under ``$VAB_CACHE/locks``), unpacked beside the
+cache and renamed into place with its ``.complete`` stamp already inside, so
+no process ever reads a tree another one is deleting or still writing. The
+stamp lists the tree's files; a tree missing one of them (an older unlocked
+fetch, a hand edit) is fetched again.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -47,11 +57,53 @@ def fetch_sdist(project: str, version: str) -> Path:
     cache = cache_dir() / "sdist"
     # vLLM's sdist is named vllm-X.Y.Z; newer sdists use the normalized name.
     candidates = [f"{stem}.tar.gz", f"{project}-{version}.tar.gz"]
+    if tree := _complete_tree(cache, candidates):
+        return tree
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"sdist-{stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # Another process may have fetched it while this one waited.
+        if tree := _complete_tree(cache, candidates):
+            return tree
+        cache.mkdir(parents=True, exist_ok=True)
+        return _download_and_unpack(project, version, cache, candidates)
+
+
+#: The stamp a whole unpacked sdist carries: its files, one relative path
+#: per line.
+STAMP = ".complete"
+
+
+def _files(tree: Path) -> list[str]:
+    return sorted(
+        os.path.relpath(os.path.join(top, name), tree)
+        for top, _, names in os.walk(tree)
+        for name in names
+    )
+
+
+def _complete_tree(cache: Path, candidates: list[str]) -> Path | None:
+    """The unpacked tree of one of ``candidates`` if its stamp is there and
+    every file it lists still is (files added, e.g. ``__pycache__``, are
+    fine); else None."""
     for name in candidates:
         tree = cache / name[: -len(".tar.gz")]
-        if (tree / ".complete").is_file():
+        try:
+            listed = (tree / STAMP).read_text().splitlines()
+        except OSError:
+            continue
+        if listed and all(os.path.isfile(tree / f) for f in listed):
             return tree
-    cache.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _download_and_unpack(
+    project: str, version: str, cache: Path, candidates: list[str]
+) -> Path:
+    """Download ``candidates``' sdist from the index, check its sha256, unpack
+    it beside ``cache`` and rename it into place, stamped (caller holds the
+    lock)."""
     request = urllib.request.Request(
         f"{_index_url()}/{project}/",
         headers={"Accept": "application/vnd.pypi.simple.v1+json"},
@@ -71,25 +123,26 @@ def fetch_sdist(project: str, version: str) -> Path:
         ) from exc
     filename = entry["filename"]
     tree = cache / filename[: -len(".tar.gz")]
-    archive = cache / filename
-    with (
-        tempfile.NamedTemporaryFile(dir=cache, delete=False) as tmp,
-        urllib.request.urlopen(entry["url"], timeout=600) as response,
-    ):
-        shutil.copyfileobj(response, tmp)
-    expected = entry.get("hashes", {}).get("sha256")
-    actual = hashlib.sha256(Path(tmp.name).read_bytes()).hexdigest()
-    if expected and actual != expected:
-        os.unlink(tmp.name)
-        raise SeriesError(f"{filename}: sha256 {actual} does not match the index")
-    os.replace(tmp.name, archive)
-    shutil.rmtree(tree, ignore_errors=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(cache, filter="data")
-    archive.unlink()
-    if not tree.is_dir():
-        raise SeriesError(f"{filename} does not unpack to {tree.name}/")
-    (tree / ".complete").touch()
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".unpack-") as staging:
+        archive = Path(staging) / filename
+        with (
+            open(archive, "wb") as out,
+            urllib.request.urlopen(entry["url"], timeout=600) as response,
+        ):
+            shutil.copyfileobj(response, out)
+        expected = entry.get("hashes", {}).get("sha256")
+        actual = hashlib.sha256(archive.read_bytes()).hexdigest()
+        if expected and actual != expected:
+            raise SeriesError(f"{filename}: sha256 {actual} does not match the index")
+        with tarfile.open(archive) as tar:
+            tar.extractall(staging, filter="data")
+        archive.unlink()
+        unpacked = Path(staging) / tree.name
+        if not unpacked.is_dir():
+            raise SeriesError(f"{filename} does not unpack to {tree.name}/")
+        (unpacked / STAMP).write_text("\n".join(_files(unpacked)) + "\n")
+        shutil.rmtree(tree, ignore_errors=True)
+        os.replace(unpacked, tree)
     return tree
 
 
