@@ -18,6 +18,10 @@ DEFAULT_ALIGN_WINDOW = 32
 #: opening that a held request waits for an idle rank to get work (tuned on
 #: the simulated engine, docs/peer-policies.md).
 DEFAULT_COHORT_WINDOW = 16
+#: ``balance_align_window`` of ``batched``: the batching wait when every
+#: rank is full, and the most steps a held request waits for an idle rank
+#: to get work (tuned on the simulated engine, docs/peer-policies.md).
+DEFAULT_BATCHED_WINDOW = 8
 #: ``since`` (``aligned``, ``cohort``) before any opening: the first
 #: request is never held for alignment.
 NEVER = 1 << 30
@@ -39,10 +43,11 @@ class Gathered:
             cap (it could admit, the gate would hold it).
         queued: some rank is at the cap with requests waiting.
         idle: some rank is below the cap with nothing waiting (it cannot
-            take part in an aligned prefill). Only ``aligned`` and
-            ``cohort`` send it.
+            take part in an aligned prefill). Only ``aligned``,
+            ``cohort`` and ``batched`` send it.
         riding: some rank runs a long prefill chunk next step anyway (at
-            least half its token budget). Only ``cohort`` sends it.
+            least half its token budget). Only ``cohort`` and
+            ``batched`` send it.
     """
 
     leader: int
@@ -66,7 +71,8 @@ class Knobs:
     """The settings a policy reads (class attributes of the gate, the same
     on every rank): the ``balance_*`` keys of the same names.
     ``align_window`` None: the reading policy's own default
-    (:data:`DEFAULT_ALIGN_WINDOW`, :data:`DEFAULT_COHORT_WINDOW`)."""
+    (:data:`DEFAULT_ALIGN_WINDOW`, :data:`DEFAULT_COHORT_WINDOW`,
+    :data:`DEFAULT_BATCHED_WINDOW`)."""
 
     max_frozen_steps: int | None = None
     max_held_steps: int | None = None

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``batched``: admission closed by default, opened for every rank together
+after a batching wait that follows the load, every hold bounded by a
+deadline (opt-in; issue 44)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from vllm_ascend_balance.gate.policies.base import (
+    DEFAULT_ALIGN_DEADLINE,
+    DEFAULT_BATCHED_WINDOW,
+    Gathered,
+    Knobs,
+)
+from vllm_ascend_balance.gate.policies.cohort import Cohort
+
+
+def batching_wait(window: int, lowest: int, cap: int) -> int:
+    """The steps an opening waits for more prefills, at this load:
+    ``ceil(window * lowest / cap)``, so 0 while some rank decodes nothing
+    and ``window`` when every rank is full. Integers only, so every rank
+    computes the same from the same gathered ``lowest``."""
+    if cap <= 0:
+        return 0
+    return -(-window * max(0, min(lowest, cap)) // cap)
+
+
+class Batched(Cohort):
+    """``batched``: new requests enter only on opening steps, which every
+    rank with room and work takes together, and at load an opening waits
+    a few steps so that more prefills share it.
+
+    Why: a lock-step step lasts as long as its slowest rank, so every step
+    with a prefill in it slows every rank's decode. ``cohort`` opens as
+    soon as every rank with room has work, which under sustained load is
+    nearly every step: prefills stay scattered. TensorRT-LLM's attention-DP
+    balance waits ``batching_wait_iters`` after the ranks are in sync; the
+    wait here grows with the decode work every rank carries (the gathered
+    smallest running count), so a light load (where the wait would only
+    cost TTFT) does not wait, and a full one gathers a step's worth.
+
+    Per gather, from the gathered flags ``(held, queued, idle, riding)``
+    and the smallest running count ``lowest``, with ``B =``
+    :func:`batching_wait` ``(W, lowest, cap)``:
+
+    1. nothing is held anywhere: frozen (closed by default; not counted
+       by the deadline);
+    2. some rank runs a long prefill chunk next step anyway (``riding``):
+       open, the other prefills ride along;
+    3. a rank at the cap has a queue: frozen (``queued_leader``);
+    4. no rank below the cap is idle: open once ``B`` gathers or more
+       passed since the last opening, else frozen (the batching wait);
+    5. some rank below the cap is idle: open once ``max(B, W)`` gathers
+       passed since the last opening, else frozen (it may get work soon).
+
+    ``W`` is ``align_window`` (default :data:`DEFAULT_BATCHED_WINDOW`).
+    Deadline: a frozen gather on which some rank holds a request counts;
+    after ``max_held_steps`` (default :data:`DEFAULT_ALIGN_DEADLINE`)
+    consecutive such gathers the gate opens for one step (a fail-open).
+
+    Attributes:
+        since: gathers since the last opening that had a request to admit
+            (this one included; ``NEVER`` before the first).
+    """
+
+    name: ClassVar[str] = "batched"
+
+    def __init__(self, knobs: Knobs) -> None:
+        super().__init__(
+            Knobs(
+                None,
+                knobs.max_held_steps or DEFAULT_ALIGN_DEADLINE,
+                knobs.align_window or DEFAULT_BATCHED_WINDOW,
+                knobs.align_min_load,
+            )
+        )
+
+    def decide(self, seen: Gathered) -> bool:
+        self.since += 1
+        if not seen.held:
+            return self._closed()
+        wait = batching_wait(self._window, seen.lowest, seen.cap)
+        if seen.riding:
+            frozen = False
+        elif seen.queued:
+            frozen = True
+        elif not seen.idle:
+            frozen = self.since < wait
+        else:
+            frozen = self.since < max(wait, self._window)
+        self.failed_open = False
+        if frozen:
+            if self.run >= self._deadline:
+                self.failed_open = True
+                self.run = 0
+                frozen = False
+            else:
+                self.run += 1
+        else:
+            self.run = 0
+        if not frozen:
+            self.since = 0
+        return frozen
