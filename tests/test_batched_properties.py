@@ -7,9 +7,9 @@ The rig of ``test_cohort_properties.py``: real ``Scheduler`` /
 generated workloads (prompts chunked by a small token budget), each
 running the package's real ``admission_gather()`` over the simulated
 engine's ``BoardGroup`` before every step. The test posts each rank's
-payload ``(len(running), held, queued, idle, riding)`` computed by its own
-code, so the board also checks the mixin sends exactly that; the window
-and deadline vary per example.
+payload ``(len(running), held, queued, idle, riding, starved)`` computed
+by its own code, so the board also checks the mixin sends exactly that;
+the window and deadline vary per example.
 
 Properties:
 
@@ -23,9 +23,10 @@ d. on a frozen step no rank admits a request from WAITING.
 
 Negative controls (each must make the properties fail): the batching wait
 from the rank's own running count instead of the gathered smallest (ranks
-disagree), a deadline off by one (held past it), no batching wait
-(``cohort``'s rule 4; wrong decision), and a seam that ignores the freeze
-(admits while frozen).
+disagree), the starved flag from the rank's own queues (ranks disagree), a
+deadline off by one (held past it), no batching wait (``cohort``'s rule 4;
+wrong decision), and a seam that ignores the freeze (admits while
+frozen).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from tests.test_cohort_properties import BUDGET, Row, Setting, payload
+from tests.test_cohort_properties import BUDGET, Setting
+from tests.test_cohort_properties import payload as cohort_payload
 from tests.test_gate_properties import (
     BASES,
     LockstepScenario,
@@ -56,6 +58,15 @@ from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
+Row = tuple[int, int, int, int, int, int]
+
+
+def payload(scheduler: Any) -> Row:
+    """``(len(running), held, queued, idle, riding, starved)`` from the
+    scheduler's queues: starved = requests waiting and none running."""
+    row = cohort_payload(scheduler)
+    return (*row, int(len(scheduler.waiting) > 0 and row[0] == 0))
+
 
 def compose(base: type, s: Setting) -> type:
     return composition.compose_scheduler(
@@ -70,14 +81,16 @@ def expected(rows: list[list[Row]], s: Setting, cap: int) -> list[str]:
     held_run = 0
     last_open = None  # step of the last opening that had a request to admit
     for step, row in enumerate(rows):
-        held, queued, idle, riding = (any(r[i] for r in row) for i in range(1, 5))
+        held, queued, idle, riding, starved = (
+            any(r[i] for r in row) for i in range(1, 6)
+        )
         lowest = min(r[0] for r in row)
         wait = math.ceil(s.window * lowest / cap)
         since = math.inf if last_open is None else step - last_open
         if not held:
             decisions.append("frozen")  # closed by default; the run ignores it
             continue
-        if riding:
+        if riding or starved:
             freeze = False
         elif queued:
             freeze = True
@@ -149,8 +162,8 @@ def batched_trace(make: Any, scenario: LockstepScenario, s: Setting) -> set[str]
         )
         if held_run == s.deadline:
             seen.add("held up to the deadline")
-        flags = [any(r[i] for r in row) for i in range(1, 5)]
-        if state == "frozen" and held and flags == [True, False, False, False]:
+        flags = [any(r[i] for r in row) for i in range(1, 6)]
+        if state == "frozen" and held and flags == [True, False, False, False, False]:
             seen.add("batching wait")
         seen.add(state)
         for rig in ranks:
@@ -221,6 +234,7 @@ def test_batched_waits_then_opens_together() -> None:
     idle = dataclasses.replace(light, idle=True)  # the window W = 4
     assert [rule.decide(idle) for _ in range(4)] == [True, True, True, False]
     assert rule.decide(dataclasses.replace(busy, riding=True)) is False
+    assert rule.decide(dataclasses.replace(idle, starved=True)) is False
     assert Batched(Knobs()).knobs.align_window == 8  # DEFAULT_BATCHED_WINDOW
 
 
@@ -230,6 +244,14 @@ class LocalLoadGate(BalanceSchedulerMixin):
     def _balance_decide(self, seen: Gathered) -> bool:
         mine = len(self.running)  # type: ignore[attr-defined]
         return super()._balance_decide(dataclasses.replace(seen, lowest=mine))
+
+
+class LocalStarvedGate(BalanceSchedulerMixin):
+    """Known-bad: "a rank is starved" read from this rank's own queues."""
+
+    def _balance_decide(self, seen: Gathered) -> bool:
+        mine = not self.running and bool(self.waiting)  # type: ignore[attr-defined]
+        return super()._balance_decide(dataclasses.replace(seen, starved=mine))
 
 
 class NoWait(Batched):
@@ -279,6 +301,11 @@ def _off_by_one(base: type, s: Setting) -> type:
             functools.partial(_with, LocalLoadGate),
             "decision differs across ranks",
             id="local-load",
+        ),
+        pytest.param(
+            functools.partial(_with, LocalStarvedGate),
+            "decision differs across ranks",
+            id="local-starved",
         ),
         pytest.param(_off_by_one, "held past the deadline", id="off-by-one"),
         pytest.param(

@@ -48,6 +48,8 @@ class Gathered:
         riding: some rank runs a long prefill chunk next step anyway (at
             least half its token budget). Only ``cohort`` and
             ``batched`` send it.
+        starved: some rank has requests waiting and none running (it
+            decodes nothing while held). Only ``batched`` sends it.
     """
 
     leader: int
@@ -57,6 +59,7 @@ class Gathered:
     queued: bool = False
     idle: bool = False
     riding: bool = False
+    starved: bool = False
 
     @classmethod
     def of(
