@@ -7,8 +7,8 @@ The rig of ``test_cohort_properties.py``: real ``Scheduler`` /
 generated workloads (prompts chunked by a small token budget), each
 running the package's real ``admission_gather()`` over the simulated
 engine's ``BoardGroup`` before every step. The test posts each rank's
-payload ``(len(running), held, queued, idle, riding, starved)`` computed
-by its own code, so the board also checks the mixin sends exactly that;
+payload ``(len(running), held, queued, idle, starved)`` computed by its
+own code, so the board also checks the mixin sends exactly that;
 the window and deadline vary per example.
 
 Properties:
@@ -58,14 +58,16 @@ from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
-Row = tuple[int, int, int, int, int, int]
+Row = tuple[int, int, int, int, int]
 
 
 def payload(scheduler: Any) -> Row:
-    """``(len(running), held, queued, idle, riding, starved)`` from the
-    scheduler's queues: starved = requests waiting and none running."""
-    row = cohort_payload(scheduler)
-    return (*row, int(len(scheduler.waiting) > 0 and row[0] == 0))
+    """``(len(running), held, queued, idle, starved)`` from the scheduler's
+    queues (no riding column: the policy does not read chunks); starved =
+    requests waiting and none running."""
+    running, held, queued, idle, _ = cohort_payload(scheduler)
+    starved = int(len(scheduler.waiting) > 0 and running == 0)
+    return running, held, queued, idle, starved
 
 
 def compose(base: type, s: Setting) -> type:
@@ -81,16 +83,14 @@ def expected(rows: list[list[Row]], s: Setting, cap: int) -> list[str]:
     held_run = 0
     last_open = None  # step of the last opening that had a request to admit
     for step, row in enumerate(rows):
-        held, queued, idle, riding, starved = (
-            any(r[i] for r in row) for i in range(1, 6)
-        )
+        held, queued, idle, starved = (any(r[i] for r in row) for i in range(1, 5))
         lowest = min(r[0] for r in row)
         wait = math.ceil(s.window * lowest / cap)
         since = math.inf if last_open is None else step - last_open
         if not held:
             decisions.append("frozen")  # closed by default; the run ignores it
             continue
-        if riding or starved:
+        if starved:
             freeze = False
         elif queued:
             freeze = True
@@ -162,8 +162,8 @@ def batched_trace(make: Any, scenario: LockstepScenario, s: Setting) -> set[str]
         )
         if held_run == s.deadline:
             seen.add("held up to the deadline")
-        flags = [any(r[i] for r in row) for i in range(1, 6)]
-        if state == "frozen" and held and flags == [True, False, False, False, False]:
+        flags = [any(r[i] for r in row) for i in range(1, 5)]
+        if state == "frozen" and held and flags == [True, False, False, False]:
             seen.add("batching wait")
         seen.add(state)
         for rig in ranks:
@@ -211,6 +211,20 @@ def test_batched_properties() -> None:
     assert not missing, f"the generated traces never reached {missing}"
 
 
+def test_batched_sends_its_four_flags() -> None:
+    """The batched class's payload is ``(len(running), held, queued, idle,
+    starved)``; its gathered flags land on those fields, not on cohort's
+    ``riding``."""
+    base = BASES[0]
+    scenario = Scenario(base, 2, 400, BUDGET, 4, ((0, 24, 4), (0, 4, 4)))
+    rig = Rig(compose(base, Setting(4, 8)), scenario)
+    rig.arrive(0)
+    # Nothing running, two waiting: held and starved.
+    assert rig.scheduler.admission_payload() == (0, (1, 0, 0, 1))
+    seen = Gathered.of(0, 0, 2, (True, False, False, True), Batched.columns)
+    assert seen.starved and not seen.riding
+
+
 def test_batching_wait_follows_the_load() -> None:
     """0 while some rank decodes nothing, the window when every rank is
     full, rounded up in between; integers only."""
@@ -222,8 +236,8 @@ def test_batching_wait_follows_the_load() -> None:
 def test_batched_waits_then_opens_together() -> None:
     """One hand-made trace: nothing held freezes without counting; with
     every rank holding work the wait is ``ceil(W * lowest / cap)``; an idle
-    rank keeps a request waiting for the window; a chunk in flight opens at
-    once."""
+    rank keeps a request waiting for the window; a rank with work and
+    nothing running opens at once."""
     rule = Batched(Knobs(None, 64, 4))
     assert [rule.decide(Gathered(1, 0, 4)) for _ in range(2)] == [True, True]
     assert rule.run == 0
@@ -233,8 +247,9 @@ def test_batched_waits_then_opens_together() -> None:
     assert [rule.decide(light) for _ in range(2)] == [False, False]
     idle = dataclasses.replace(light, idle=True)  # the window W = 4
     assert [rule.decide(idle) for _ in range(4)] == [True, True, True, False]
-    assert rule.decide(dataclasses.replace(busy, riding=True)) is False
     assert rule.decide(dataclasses.replace(idle, starved=True)) is False
+    # A chunk in flight does not open it (no riding rule).
+    assert rule.decide(dataclasses.replace(busy, riding=True)) is True
     assert Batched(Knobs()).knobs.align_window == 8  # DEFAULT_BATCHED_WINDOW
 
 

@@ -63,10 +63,20 @@ class Gathered:
 
     @classmethod
     def of(
-        cls, leader: int, lowest: int, cap: int, anyone: tuple[bool, ...]
+        cls,
+        leader: int,
+        lowest: int,
+        cap: int,
+        anyone: tuple[bool, ...],
+        columns: tuple[str, ...] | None = None,
     ) -> Gathered:
-        """From the exchange's ``(max, min, any of each flag)``."""
-        return cls(leader, lowest, cap, *anyone)
+        """From the exchange's ``(max, min, any of each flag)``; ``columns``
+        names the flags in payload order (the policy's
+        :attr:`~vllm_ascend_balance.gate.policies.leader_at_cap.GatePolicy.columns`;
+        None: this class's field order)."""
+        if columns is None:
+            return cls(leader, lowest, cap, *anyone)
+        return cls(leader, lowest, cap, **dict(zip(columns, anyone, strict=True)))
 
 
 @dataclass(frozen=True)

@@ -40,16 +40,15 @@ class Batched(Cohort):
     smallest running count), so a light load (where the wait would only
     cost TTFT) does not wait, and a full one gathers a step's worth.
 
-    Per gather, from the gathered flags ``(held, queued, idle, riding,
-    starved)`` and the smallest running count ``lowest``, with ``B =``
+    Per gather, from the gathered flags ``(held, queued, idle, starved)``
+    and the smallest running count ``lowest``, with ``B =``
     :func:`batching_wait` ``(W, lowest, cap)``:
 
     1. nothing is held anywhere: frozen (closed by default; not counted
        by the deadline);
-    2. some rank runs a long prefill chunk next step anyway (``riding``):
-       open, the other prefills ride along; or some rank has requests
-       waiting and none running (``starved``): open, a hold would leave
-       it with nothing to run (TensorRT-LLM releases then too);
+    2. some rank has requests waiting and none running (``starved``):
+       open, a hold would leave it with nothing to run (TensorRT-LLM
+       releases then too);
     3. a rank at the cap has a queue: frozen (``queued_leader``);
     4. no rank below the cap is idle: open once ``B`` gathers or more
        passed since the last opening, else frozen (the batching wait);
@@ -67,6 +66,10 @@ class Batched(Cohort):
     """
 
     name: ClassVar[str] = "batched"
+    columns: ClassVar[tuple[str, ...]] = ("held", "queued", "idle", "starved")
+    #: No riding rule: openings on another rank's chunk steps start new
+    #: prompts out of step with the other ranks' (docs/peer-policies.md).
+    reads_chunks: ClassVar[bool] = False
 
     def __init__(self, knobs: Knobs) -> None:
         super().__init__(
@@ -81,8 +84,11 @@ class Batched(Cohort):
     def flags(
         self, running: int, waiting: bool, cap: int, riding: bool = False
     ) -> tuple[int, ...]:
+        below = running < cap
         return (
-            *super().flags(running, waiting, cap, riding),
+            int(waiting and below),
+            int(waiting and not below),
+            int(below and not waiting),
             int(waiting and not running),
         )
 
@@ -91,7 +97,7 @@ class Batched(Cohort):
         if not seen.held:
             return self._closed()
         wait = batching_wait(self._window, seen.lowest, seen.cap)
-        if seen.riding or seen.starved:
+        if seen.starved:
             frozen = False
         elif seen.queued:
             frozen = True
