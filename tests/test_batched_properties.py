@@ -97,7 +97,7 @@ def expected(rows: list[list[Row]], s: Setting, cap: int) -> list[str]:
         elif not idle:
             freeze = since < wait
         else:
-            freeze = since < max(wait, s.window)
+            freeze = since < math.ceil(s.window * max(r[0] for r in row) / cap)
         if freeze and held_run >= s.deadline:
             decisions.append("fail-open")
             held_run = 0
@@ -226,8 +226,8 @@ def test_batched_sends_its_four_flags() -> None:
 
 
 def test_batching_wait_follows_the_load() -> None:
-    """0 while some rank decodes nothing, the window when every rank is
-    full, rounded up in between; integers only."""
+    """0 with nothing running, the window at the cap, rounded up in
+    between; integers only."""
     assert [batching_wait(8, low, 16) for low in (0, 1, 8, 15, 16)] == [0, 1, 4, 8, 8]
     assert batching_wait(8, 20, 16) == 8  # never past the window
     assert batching_wait(8, 3, 0) == 0
@@ -235,9 +235,9 @@ def test_batching_wait_follows_the_load() -> None:
 
 def test_batched_waits_then_opens_together() -> None:
     """One hand-made trace: nothing held freezes without counting; with
-    every rank holding work the wait is ``ceil(W * lowest / cap)``; an idle
-    rank keeps a request waiting for the window; a rank with work and
-    nothing running opens at once."""
+    every rank holding work the wait is ``ceil(W * lowest / cap)``; with an
+    idle rank ``ceil(W * leader / cap)``; a rank with work and nothing
+    running opens at once."""
     rule = Batched(Knobs(None, 64, 4))
     assert [rule.decide(Gathered(1, 0, 4)) for _ in range(2)] == [True, True]
     assert rule.run == 0
@@ -245,12 +245,13 @@ def test_batched_waits_then_opens_together() -> None:
     assert [rule.decide(busy) for _ in range(4)] == [False, True, False, True]
     light = Gathered(1, 0, 4, held=True)  # wait 0: open at once
     assert [rule.decide(light) for _ in range(2)] == [False, False]
-    idle = dataclasses.replace(light, idle=True)  # the window W = 4
-    assert [rule.decide(idle) for _ in range(4)] == [True, True, True, False]
+    # An idle rank: the wait follows the leader, ceil(4 * 3 / 4) = 3.
+    idle = Gathered(3, 0, 4, held=True, idle=True)
+    assert [rule.decide(idle) for _ in range(3)] == [True, True, False]
     assert rule.decide(dataclasses.replace(idle, starved=True)) is False
     # A chunk in flight does not open it (no riding rule).
     assert rule.decide(dataclasses.replace(busy, riding=True)) is True
-    assert Batched(Knobs()).knobs.align_window == 8  # DEFAULT_BATCHED_WINDOW
+    assert Batched(Knobs()).knobs.align_window == 32  # DEFAULT_BATCHED_WINDOW
 
 
 class LocalLoadGate(BalanceSchedulerMixin):

@@ -197,8 +197,8 @@ def policy_line(setting: Any) -> str:
         deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
         return (
             f"batched: new requests wait for a step every rank with room takes "
-            f"together, after a batching wait of up to {window} steps that "
-            f"grows with the load; no hold past {deadline} held steps"
+            f"together, after a wait of up to {window} steps that grows with "
+            f"the ranks' running counts; no hold past {deadline} held steps"
         )
     if setting.policy == "cohort":
         window = setting.align_window or DEFAULT_COHORT_WINDOW

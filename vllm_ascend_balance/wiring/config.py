@@ -50,7 +50,7 @@ silently ignored.
   with the load; the same deadline; opt-in,
   :class:`~vllm_ascend_balance.gate.policies.batched.Batched`).
 - ``balance_align_window`` (a positive JSON integer; default 32 for
-  ``aligned``, 16 for ``cohort``, 8 for ``batched``) and
+  ``aligned``, 16 for ``cohort``, 32 for ``batched``) and
   ``balance_align_min_load`` (a JSON number from 0 to 1, default 0;
   ``aligned`` only): the most steps between
   two openings, and the fill below which ``aligned`` does not align;

@@ -16,14 +16,15 @@ from vllm_ascend_balance.gate.policies.base import (
 from vllm_ascend_balance.gate.policies.cohort import Cohort
 
 
-def batching_wait(window: int, lowest: int, cap: int) -> int:
+def batching_wait(window: int, running: int, cap: int) -> int:
     """The steps an opening waits for more prefills, at this load:
-    ``ceil(window * lowest / cap)``, so 0 while some rank decodes nothing
-    and ``window`` when every rank is full. Integers only, so every rank
-    computes the same from the same gathered ``lowest``."""
+    ``ceil(window * running / cap)`` for a gathered running count (the
+    smallest or the largest), so 0 with nothing running and ``window`` at
+    the cap. Integers only, so every rank computes the same from the same
+    gathered count."""
     if cap <= 0:
         return 0
-    return -(-window * max(0, min(lowest, cap)) // cap)
+    return -(-window * max(0, min(running, cap)) // cap)
 
 
 class Batched(Cohort):
@@ -36,13 +37,13 @@ class Batched(Cohort):
     soon as every rank with room has work, which under sustained load is
     nearly every step: prefills stay scattered. TensorRT-LLM's attention-DP
     balance waits ``batching_wait_iters`` after the ranks are in sync; the
-    wait here grows with the decode work every rank carries (the gathered
-    smallest running count), so a light load (where the wait would only
-    cost TTFT) does not wait, and a full one gathers a step's worth.
+    wait here grows with the gathered running counts, so a light load
+    (where the wait would only cost TTFT) barely waits, and a full one
+    waits up to ``W`` steps.
 
     Per gather, from the gathered flags ``(held, queued, idle, starved)``
-    and the smallest running count ``lowest``, with ``B =``
-    :func:`batching_wait` ``(W, lowest, cap)``:
+    and the smallest and largest running counts ``lowest`` and ``leader``,
+    with :func:`batching_wait` ``B(n) = ceil(W * n / cap)``:
 
     1. nothing is held anywhere: frozen (closed by default; not counted
        by the deadline);
@@ -50,10 +51,14 @@ class Batched(Cohort):
        open, a hold would leave it with nothing to run (TensorRT-LLM
        releases then too);
     3. a rank at the cap has a queue: frozen (``queued_leader``);
-    4. no rank below the cap is idle: open once ``B`` gathers or more
-       passed since the last opening, else frozen (the batching wait);
-    5. some rank below the cap is idle: open once ``max(B, W)`` gathers
-       passed since the last opening, else frozen (it may get work soon).
+    4. no rank below the cap is idle: open once ``B(lowest)`` gathers or
+       more passed since the last opening, else frozen (the batching wait:
+       every rank can prefill, so it waits only as long as the least
+       loaded rank's decode work makes worth it);
+    5. some rank below the cap is idle: open once ``B(leader)`` gathers
+       passed since the last opening, else frozen (the idle rank may get
+       work soon; the wait follows the busiest rank, so it is short at a
+       light load and ``W`` when a rank is full).
 
     ``W`` is ``align_window`` (default :data:`DEFAULT_BATCHED_WINDOW`).
     Deadline: a frozen gather on which some rank holds a request counts;
@@ -104,7 +109,7 @@ class Batched(Cohort):
         elif not seen.idle:
             frozen = self.since < wait
         else:
-            frozen = self.since < max(wait, self._window)
+            frozen = self.since < batching_wait(self._window, seen.leader, seen.cap)
         self.failed_open = False
         if frozen:
             if self.run >= self._deadline:
