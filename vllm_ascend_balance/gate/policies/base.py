@@ -73,10 +73,11 @@ class Gathered:
         """From the exchange's ``(max, min, any of each flag)``; ``columns``
         names the flags in payload order (the policy's
         :attr:`~vllm_ascend_balance.gate.policies.leader_at_cap.GatePolicy.columns`;
-        None: this class's field order)."""
+        None: this class's field order). ``anyone`` may be shorter than
+        ``columns``: the contract without a bound sends no flags."""
         if columns is None:
             return cls(leader, lowest, cap, *anyone)
-        return cls(leader, lowest, cap, **dict(zip(columns, anyone, strict=True)))
+        return cls(leader, lowest, cap, **dict(zip(columns, anyone, strict=False)))
 
 
 @dataclass(frozen=True)
