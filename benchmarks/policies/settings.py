@@ -30,10 +30,13 @@ OURS: tuple[str, ...] = (
     "on+max-frozen:64",
 )
 
-#: The one setting we recommend (docs/peer-policies.md), judged per cell:
-#: ``batched`` at its default window, fixed before the regenerated run
-#: (chosen on seed 0 of the DP 16 cases, where queued-leader lost TPOT).
-RECOMMENDED = "on+batched+max-held:64"
+#: The one setting we recommend (docs/peer-policies.md), judged per cell.
+#: ``batched`` (W 32) was fixed as the candidate before its regenerated run;
+#: it holds fewer cells than queued-leader (25 and, at W 64, 29 of 65
+#: against 34: benchmarks/results/policies.md, "Each setting of ours
+#: alone"), so the recommendation stays queued-leader; batched is the
+#: point of ours that no peer dominates at Azure DP 16.
+RECOMMENDED = "on+queued-leader+max-held:64"
 
 
 @dataclass(frozen=True)
