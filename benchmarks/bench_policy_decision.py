@@ -54,8 +54,9 @@ BUDGET_NS = 1000.0
 def gathered_tensors(dp: int, width: int, cases: int, seed: int) -> list[torch.Tensor]:
     """``cases`` gathered tensors of shape ``(dp, width)`` (or ``(dp,)``)."""
     rng = random.Random(seed)
-    # The riding flag (``cohort`` only) from its own stream, so the other
-    # policies' inputs stay the ones they always had.
+    # The fourth flag (``cohort``'s riding, ``batched``'s starved) from its
+    # own stream, so the other policies' inputs stay the ones they always
+    # had.
     chunks = random.Random(seed + 1)
     out = []
     for _ in range(cases):
@@ -74,13 +75,14 @@ def gathered_tensors(dp: int, width: int, cases: int, seed: int) -> list[torch.T
     return out
 
 
-def summary(gathered: torch.Tensor) -> Gathered:
-    """What ``gather_extremes`` computes from the received tensor."""
+def summary(gathered: torch.Tensor, columns: tuple[str, ...]) -> Gathered:
+    """What ``gather_extremes`` computes from the received tensor, named by
+    the policy's ``columns`` as the gate does."""
     if gathered.dim() == 1:
         return Gathered.of(int(gathered.max()), int(gathered.min()), CAP, ())
     running = gathered[:, 0]
     anyone = tuple(bool(x) for x in gathered[:, 1:].amax(dim=0).tolist())
-    return Gathered.of(int(running.max()), int(running.min()), CAP, anyone)
+    return Gathered.of(int(running.max()), int(running.min()), CAP, anyone, columns)
 
 
 def per_call_ns(call: Callable[[int], object], calls: int, repeats: int) -> float:
@@ -106,15 +108,16 @@ def measure(dp: int, cases: int, calls: int, repeats: int) -> list[dict[str, obj
         if name == "leader_at_cap":
             width = 1  # the contract's payload: len(running) alone
         tensors = gathered_tensors(dp, width, cases, seed=dp)
-        seen = [summary(t) for t in tensors]
         policy = make_policy(name, knobs)
+        columns = policy.columns
+        seen = [summary(t, columns) for t in tensors]
         decide = policy.decide
 
         def run_decide(i: int, decide=decide, seen=seen) -> object:
             return decide(seen[i % cases])
 
-        def run_summary(i: int, tensors=tensors) -> object:
-            return summary(tensors[i % cases])
+        def run_summary(i: int, tensors=tensors, columns=columns) -> object:
+            return summary(tensors[i % cases], columns)
 
         def run_nothing(i: int, seen=seen) -> object:
             return seen[i % cases]

@@ -156,6 +156,23 @@ def test_mode_grammar_of_the_aligned_policy():
             parse_modes(bad)
 
 
+def test_mode_grammar_of_the_batched_policy():
+    plain, tuned = parse_modes("on+batched,on+batched:64+max-held:16")
+    assert plain.bounds(8) == {"balance_policy": "batched"}  # its own deadline
+    assert tuned.bounds(None) == {
+        "balance_policy": "batched",
+        "balance_align_window": 64,
+        "balance_max_held_steps": 16,
+    }
+    for bad, words in [
+        ("batched", "needs balance on"),
+        ("on+batched:0", "W >= 1"),
+        ("on+batched+max-frozen:4", "max-held:N, not max-frozen:N"),
+    ]:
+        with pytest.raises(ModeError, match=words):
+            parse_modes(bad)
+
+
 def test_runs_alternate_abba():
     a, b, c = parse_modes("off,on,interval:2")
     order = run_order([a, b], 4)

@@ -165,7 +165,8 @@ class BalanceSchedulerMixin:
         leader, lowest, anyone = exchange(self, group, running, flags)
         elapsed = time.perf_counter() - start
         self._balance_check_frozen_step()
-        frozen = self._balance_decide(Gathered.of(leader, lowest, cap, anyone))
+        seen = Gathered.of(leader, lowest, cap, anyone, rule.columns)
+        frozen = self._balance_decide(seen)
         self.balance_frozen = frozen
         self.balance_frozen_run = rule.run
         self._balance_held = (

@@ -132,9 +132,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             shown = "unbounded" if bound is None else bound
             say("freeze bound", f"{shown} ({MAX_FROZEN_SETTING})")
-        policy = (
-            policy_line(plan) if plan.policy in ("aligned", "cohort") else plan.policy
-        )
+        windowed = ("aligned", "cohort", "batched")
+        policy = policy_line(plan) if plan.policy in windowed else plan.policy
         say("freeze policy", f"{policy} ({POLICY_SETTING})")
     say("would activate", plan.active)
     for note in plan.notes:

@@ -18,6 +18,7 @@ from vllm_ascend_balance.gate.policies import (
     DEFAULT_ALIGN_DEADLINE,
     DEFAULT_ALIGN_MIN_LOAD,
     DEFAULT_ALIGN_WINDOW,
+    DEFAULT_BATCHED_WINDOW,
     DEFAULT_COHORT_WINDOW,
 )
 from vllm_ascend_balance.gate.scheduler import SEAM
@@ -191,6 +192,14 @@ def policy_line(setting: Any) -> str:
     :class:`ActivationPlan`) does, in a few words, for notes and doctor."""
     if setting.policy == "queued_leader":
         return "queued_leader: freeze only while a rank at the cap has requests waiting"
+    if setting.policy == "batched":
+        window = setting.align_window or DEFAULT_BATCHED_WINDOW
+        deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
+        return (
+            f"batched: new requests wait for a step every rank with room takes "
+            f"together, after a wait of up to {window} steps that grows with "
+            f"the ranks' running counts; no hold past {deadline} held steps"
+        )
     if setting.policy == "cohort":
         window = setting.align_window or DEFAULT_COHORT_WINDOW
         deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE

@@ -45,10 +45,14 @@ silently ignored.
   opt-in, :class:`~vllm_ascend_balance.gate.policies.aligned.Aligned`) or
   ``"cohort"`` (admission closed by default, opened for every rank
   together; the same deadline; opt-in,
-  :class:`~vllm_ascend_balance.gate.policies.cohort.Cohort`).
+  :class:`~vllm_ascend_balance.gate.policies.cohort.Cohort`) or
+  ``"batched"`` (cohort's openings, each after a batching wait that grows
+  with the load; the same deadline; opt-in,
+  :class:`~vllm_ascend_balance.gate.policies.batched.Batched`).
 - ``balance_align_window`` (a positive JSON integer; default 32 for
-  ``aligned``, 16 for ``cohort``) and ``balance_align_min_load`` (a JSON
-  number from 0 to 1, default 0; ``aligned`` only): the most steps between
+  ``aligned``, 16 for ``cohort``, 32 for ``batched``) and
+  ``balance_align_min_load`` (a JSON number from 0 to 1, default 0;
+  ``aligned`` only): the most steps between
   two openings, and the fill below which ``aligned`` does not align;
   refused with a policy that does not read them.
 - ``balance_stall_warning_s``: seconds (a positive JSON number; ``0`` turns
@@ -137,12 +141,12 @@ NEEDS_ALIGNED = ("balance_align_window", "balance_align_min_load")
 #: The policies that read each of :data:`NEEDS_ALIGNED` (refused with any
 #: other policy).
 READ_BY: dict[str, tuple[str, ...]] = {
-    "balance_align_window": ("aligned", "cohort"),
+    "balance_align_window": ("aligned", "cohort", "batched"),
     "balance_align_min_load": ("aligned",),
 }
 #: The policies whose holds are bounded by ``balance_max_held_steps`` (a
 #: default deadline; ``balance_max_frozen_steps`` refused).
-DEADLINE_POLICIES = ("aligned", "cohort")
+DEADLINE_POLICIES = ("aligned", "cohort", "batched")
 #: Every key this package reads next to a switch.
 KEYS = (SWITCH, *OPTIONS)
 MAX_FROZEN_SETTING = f"{NESTED}.balance_max_frozen_steps"

@@ -35,11 +35,13 @@ from vllm_ascend_balance.gate.policies.base import (
     DEFAULT_ALIGN_DEADLINE,
     DEFAULT_ALIGN_MIN_LOAD,
     DEFAULT_ALIGN_WINDOW,
+    DEFAULT_BATCHED_WINDOW,
     DEFAULT_COHORT_WINDOW,
     NEVER,
     Gathered,
     Knobs,
 )
+from vllm_ascend_balance.gate.policies.batched import Batched
 from vllm_ascend_balance.gate.policies.cohort import Cohort
 from vllm_ascend_balance.gate.policies.leader_at_cap import GatePolicy
 from vllm_ascend_balance.gate.policies.queued_leader import QueuedLeader
@@ -48,10 +50,12 @@ __all__ = [
     "DEFAULT_ALIGN_DEADLINE",
     "DEFAULT_ALIGN_MIN_LOAD",
     "DEFAULT_ALIGN_WINDOW",
+    "DEFAULT_BATCHED_WINDOW",
     "DEFAULT_COHORT_WINDOW",
     "NEVER",
     "POLICIES",
     "Aligned",
+    "Batched",
     "Cohort",
     "GatePolicy",
     "Gathered",
@@ -62,7 +66,7 @@ __all__ = [
 
 #: The policies by ``balance_policy`` name; the first is the contract.
 POLICIES: dict[str, type[GatePolicy]] = {
-    cls.name: cls for cls in (GatePolicy, QueuedLeader, Aligned, Cohort)
+    cls.name: cls for cls in (GatePolicy, QueuedLeader, Aligned, Cohort, Batched)
 }
 
 

@@ -46,6 +46,7 @@ class Aligned(QueuedLeader):
     """
 
     name: ClassVar[str] = "aligned"
+    columns: ClassVar[tuple[str, ...]] = ("held", "queued", "idle")
 
     def __init__(self, knobs: Knobs) -> None:
         knobs = Knobs(

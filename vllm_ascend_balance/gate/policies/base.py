@@ -18,6 +18,10 @@ DEFAULT_ALIGN_WINDOW = 32
 #: opening that a held request waits for an idle rank to get work (tuned on
 #: the simulated engine, docs/peer-policies.md).
 DEFAULT_COHORT_WINDOW = 16
+#: ``balance_align_window`` of ``batched``: the most steps an opening waits
+#: (reached when a rank is at the cap; shorter at a lower load). Tuned on
+#: the simulated engine, seed 0 of the DP 16 cases (docs/peer-policies.md).
+DEFAULT_BATCHED_WINDOW = 32
 #: ``since`` (``aligned``, ``cohort``) before any opening: the first
 #: request is never held for alignment.
 NEVER = 1 << 30
@@ -39,10 +43,13 @@ class Gathered:
             cap (it could admit, the gate would hold it).
         queued: some rank is at the cap with requests waiting.
         idle: some rank is below the cap with nothing waiting (it cannot
-            take part in an aligned prefill). Only ``aligned`` and
-            ``cohort`` send it.
+            take part in an aligned prefill). Only ``aligned``,
+            ``cohort`` and ``batched`` send it.
         riding: some rank runs a long prefill chunk next step anyway (at
-            least half its token budget). Only ``cohort`` sends it.
+            least half its token budget). Only ``cohort`` and
+            ``batched`` send it.
+        starved: some rank has requests waiting and none running (it
+            decodes nothing while held). Only ``batched`` sends it.
     """
 
     leader: int
@@ -52,13 +59,25 @@ class Gathered:
     queued: bool = False
     idle: bool = False
     riding: bool = False
+    starved: bool = False
 
     @classmethod
     def of(
-        cls, leader: int, lowest: int, cap: int, anyone: tuple[bool, ...]
+        cls,
+        leader: int,
+        lowest: int,
+        cap: int,
+        anyone: tuple[bool, ...],
+        columns: tuple[str, ...] | None = None,
     ) -> Gathered:
-        """From the exchange's ``(max, min, any of each flag)``."""
-        return cls(leader, lowest, cap, *anyone)
+        """From the exchange's ``(max, min, any of each flag)``; ``columns``
+        names the flags in payload order (the policy's
+        :attr:`~vllm_ascend_balance.gate.policies.leader_at_cap.GatePolicy.columns`;
+        None: this class's field order). ``anyone`` may be shorter than
+        ``columns``: the contract without a bound sends no flags."""
+        if columns is None:
+            return cls(leader, lowest, cap, *anyone)
+        return cls(leader, lowest, cap, **dict(zip(columns, anyone, strict=False)))
 
 
 @dataclass(frozen=True)
@@ -66,7 +85,8 @@ class Knobs:
     """The settings a policy reads (class attributes of the gate, the same
     on every rank): the ``balance_*`` keys of the same names.
     ``align_window`` None: the reading policy's own default
-    (:data:`DEFAULT_ALIGN_WINDOW`, :data:`DEFAULT_COHORT_WINDOW`)."""
+    (:data:`DEFAULT_ALIGN_WINDOW`, :data:`DEFAULT_COHORT_WINDOW`,
+    :data:`DEFAULT_BATCHED_WINDOW`)."""
 
     max_frozen_steps: int | None = None
     max_held_steps: int | None = None

@@ -54,6 +54,7 @@ class Cohort(QueuedLeader):
     """
 
     name: ClassVar[str] = "cohort"
+    columns: ClassVar[tuple[str, ...]] = ("held", "queued", "idle", "riding")
     reads_chunks: ClassVar[bool] = True
 
     def __init__(self, knobs: Knobs) -> None:

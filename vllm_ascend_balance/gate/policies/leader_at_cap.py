@@ -28,6 +28,9 @@ class GatePolicy:
     """
 
     name: ClassVar[str] = "leader_at_cap"
+    #: The :class:`~vllm_ascend_balance.gate.policies.base.Gathered` field of
+    #: each flag :meth:`flags` sends, in payload order.
+    columns: ClassVar[tuple[str, ...]] = ("held", "queued")
     #: :meth:`flags` takes ``riding`` (the mixin scans its running requests
     #: for it only then).
     reads_chunks: ClassVar[bool] = False

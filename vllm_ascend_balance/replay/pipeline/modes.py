@@ -26,6 +26,9 @@ every other one is compared with:
 - ``on+cohort[:W]``: balance on with ``balance_policy: "cohort"``
   (``balance_align_window=W``), its deadline by ``max-held:N``
   (``on+cohort:8+max-held:64``).
+- ``on+batched[:W]``: balance on with ``balance_policy: "batched"``
+  (``balance_align_window=W``), its deadline by ``max-held:N``
+  (``on+batched:4+max-held:64``).
 - peer policies (``--engine sim`` only; :mod:`.peers`): another project's
   DP admission rule through the same seam, balance off. Every knob is a
   positional non-negative integer after the name, ``:``-separated; a field
@@ -138,7 +141,7 @@ class Mode:
             keys["balance_align_min_load"] = self.align_min_load
         if self.max_held_steps is not None:
             keys["balance_max_held_steps"] = self.max_held_steps
-        elif self.policy in ("aligned", "cohort"):
+        elif self.policy in ("aligned", "cohort", "batched"):
             pass  # its deadline is the held bound (its own default)
         elif (frozen := self.max_frozen_steps or max_frozen_steps) is not None:
             keys["balance_max_frozen_steps"] = frozen
@@ -178,8 +181,8 @@ def _one(text: str) -> Mode:
         elif name == "aligned":
             policy = "aligned"
             align = _aligned(text, value)
-        elif name == "cohort":
-            policy = "cohort"
+        elif name in ("cohort", "batched"):
+            policy = name
             align = _cohort(text, value)
         elif part == "off" and text == "off":
             pass
@@ -193,15 +196,15 @@ def _one(text: str) -> Mode:
             raise ModeError(
                 f"--mode: unknown mode {text!r} (use off, on, interval:N, "
                 f"on+interval:N, on+max-frozen:N, on+max-held:N, "
-                f"on+queued-leader, on+aligned[:W[:P]], on+cohort[:W], a peer "
-                f"policy such as "
+                f"on+queued-leader, on+aligned[:W[:P]], on+cohort[:W], "
+                f"on+batched[:W], a peer policy such as "
                 f"sglang-delayer:30 or sglang-pdi:4 (grammar: "
                 f"docs/peer-policies.md), or "
                 f"the shorthands both, aa)"
             )
     if not balance and (policy or "max-frozen" in numbers or "max-held" in numbers):
         raise ModeError(f"--mode {text}: this needs balance on, e.g. on+{text}")
-    if policy in ("aligned", "cohort") and "max-frozen" in numbers:
+    if policy in ("aligned", "cohort", "batched") and "max-frozen" in numbers:
         raise ModeError(
             f"--mode {text}: {policy} bounds every hold with max-held:N, not "
             f"max-frozen:N"
@@ -244,13 +247,13 @@ def _aligned(text: str, value: str) -> dict[str, Any]:
 
 
 def _cohort(text: str, value: str) -> dict[str, Any]:
-    """``cohort[:W]``'s knob: W steps >= 1."""
+    """``cohort[:W]``'s and ``batched[:W]``'s knob: W steps >= 1."""
     if not value:
         return {}
     if not value.isdigit() or int(value) < 1:
         raise ModeError(
-            f"--mode {text}: cohort[:W] needs an integer W >= 1 (steps), e.g. "
-            f"on+cohort:8+max-held:64"
+            f"--mode {text}: cohort[:W] and batched[:W] need an integer W >= 1 "
+            f"(steps), e.g. on+cohort:8+max-held:64"
         )
     return {"align_window": int(value)}
 

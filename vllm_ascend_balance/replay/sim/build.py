@@ -136,7 +136,7 @@ def scheduler_class(vllm_config: Any) -> type:
     held = getattr(plan, "max_held_steps", None)
     policy = getattr(plan, "policy", None)
     compose: Any = compose_scheduler
-    if policy in ("aligned", "cohort"):
+    if policy in ("aligned", "cohort", "batched"):
         return compose(
             base,
             bound,
