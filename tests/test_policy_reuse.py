@@ -14,13 +14,16 @@ import pytest
 
 from benchmarks.compare_policies import estimate
 from benchmarks.policies import cases, reuse, settings
+from tests.support.lanes import pin_tag
 
 pytestmark = pytest.mark.lane_scope("release")
 
 ARGS = ["--engine", "sim", "--dp", "4", "--seed", "0"]
+#: The vLLM the comparison runs on (the main lane's pin file).
+VLLM = pin_tag("main")[1:]
 
 
-def _stored(modes: dict[str, float], vllm: str = "0.32.0") -> dict[str, object]:
+def _stored(modes: dict[str, float], vllm: str = VLLM) -> dict[str, object]:
     return {
         "args": list(ARGS),
         "vllm": vllm,
@@ -45,7 +48,7 @@ def test_split_modes_deals_round_robin_baseline_first() -> None:
 # ---------------------------------------------------------------- the plan
 def test_plan_keeps_stored_rows_and_runs_the_baseline_again() -> None:
     stored = _stored({"off": 1.0, "a": 2.0, "b": 3.0})
-    todo = reuse.plan(stored, ARGS, "0.32.0", ["off", "a", "c"], "off")
+    todo = reuse.plan(stored, ARGS, VLLM, ["off", "a", "c"], "off")
     assert todo.fresh == ["off", "c"]  # the baseline always, then new ones
     assert todo.kept == ["a", "b"]  # stored rows, asked for or not
 
@@ -56,7 +59,7 @@ def test_plan_keeps_stored_rows_and_runs_the_baseline_again() -> None:
 )
 def test_plan_keeps_nothing_when_the_run_is_not_the_same(why: str) -> None:
     stored = _stored({"off": 1.0, "a": 2.0})
-    args, vllm = list(ARGS), "0.32.0"
+    args, vllm = list(ARGS), VLLM
     if why == "nothing stored":
         stored = None  # type: ignore[assignment]
     elif why == "another vLLM":
