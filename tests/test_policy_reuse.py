@@ -63,7 +63,7 @@ def test_plan_keeps_nothing_when_the_run_is_not_the_same(why: str) -> None:
     if why == "nothing stored":
         stored = None  # type: ignore[assignment]
     elif why == "another vLLM":
-        vllm = "0.33.0"
+        vllm = f"{VLLM}.post1"  # any other version string
     elif why == "other arguments":
         args[-1] = "1"
     else:
