@@ -7,8 +7,8 @@ The rig of ``test_cohort_properties.py``: real ``Scheduler`` /
 generated workloads (prompts chunked by a small token budget), each
 running the package's real ``admission_gather()`` over the simulated
 engine's ``BoardGroup`` before every step. The test posts each rank's
-payload ``(len(running), held, queued, idle, starved)`` computed by its
-own code, so the board also checks the mixin sends exactly that;
+payload ``(len(running), held, queued, starved, riding)`` computed by
+its own code, so the board also checks the mixin sends exactly that;
 the window and deadline vary per example.
 
 Properties:
@@ -23,10 +23,10 @@ d. on a frozen step no rank admits a request from WAITING.
 
 Negative controls (each must make the properties fail): the batching wait
 from the rank's own running count instead of the gathered smallest (ranks
-disagree), the starved flag from the rank's own queues (ranks disagree), a
-deadline off by one (held past it), no batching wait (``cohort``'s rule 4;
-wrong decision), and a seam that ignores the freeze (admits while
-frozen).
+disagree), the starved or the riding flag from the rank's own queues (ranks
+disagree), a deadline off by one (held past it), no batching wait
+(``cohort``'s rule 4; wrong decision), and a seam that ignores the freeze
+(admits while frozen).
 """
 
 from __future__ import annotations
@@ -62,12 +62,12 @@ Row = tuple[int, int, int, int, int]
 
 
 def payload(scheduler: Any) -> Row:
-    """``(len(running), held, queued, idle, starved)`` from the scheduler's
-    queues (no riding column: the policy does not read chunks); starved =
-    requests waiting and none running."""
-    running, held, queued, idle, _ = cohort_payload(scheduler)
+    """``(len(running), held, queued, starved, riding)`` from the
+    scheduler's queues: starved = requests waiting and none running; riding
+    as ``cohort``'s."""
+    running, held, queued, _, riding = cohort_payload(scheduler)
     starved = int(len(scheduler.waiting) > 0 and running == 0)
-    return running, held, queued, idle, starved
+    return running, held, queued, starved, riding
 
 
 def compose(base: type, s: Setting) -> type:
@@ -83,21 +83,19 @@ def expected(rows: list[list[Row]], s: Setting, cap: int) -> list[str]:
     held_run = 0
     last_open = None  # step of the last opening that had a request to admit
     for step, row in enumerate(rows):
-        held, queued, idle, starved = (any(r[i] for r in row) for i in range(1, 5))
+        held, queued, starved, riding = (any(r[i] for r in row) for i in range(1, 5))
         lowest = min(r[0] for r in row)
-        wait = math.ceil(s.window * lowest / cap)
+        wait = math.ceil(s.window * lowest**2 / cap**2)
         since = math.inf if last_open is None else step - last_open
         if not held:
             decisions.append("frozen")  # closed by default; the run ignores it
             continue
-        if starved:
+        if starved or riding:
             freeze = False
         elif queued:
             freeze = True
-        elif not idle:
-            freeze = since < wait
         else:
-            freeze = since < math.ceil(s.window * max(r[0] for r in row) / cap)
+            freeze = since < wait
         if freeze and held_run >= s.deadline:
             decisions.append("fail-open")
             held_run = 0
@@ -182,11 +180,12 @@ REACHED = {"batching wait", "held up to the deadline", "fail-open", "open"}
 
 
 def _batching_example() -> LockstepScenario:
-    """A trace that surely waits to batch: two ranks at cap 4, each one
-    long request early (decoding, so the smallest running count is 1) and
-    short ones arriving after the first opening."""
-    rank0 = ((0, 4, 20), (2, 4, 4), (3, 4, 4))
-    rank1 = ((0, 4, 20), (2, 4, 4), (4, 4, 4))
+    """A trace that surely waits to batch: two ranks at cap 4, each two
+    long requests early (decoding, so the smallest running count is 2, a
+    wait of ``ceil(6 * 4 / 16) = 2`` at W 6) and short ones arriving after
+    the first opening."""
+    rank0 = ((0, 4, 20), (0, 4, 20), (2, 4, 4), (3, 4, 4))
+    rank1 = ((0, 4, 20), (0, 4, 20), (2, 4, 4), (4, 4, 4))
     return LockstepScenario(BASES[0], 4, 4, 12, (rank0, rank1))
 
 
@@ -212,45 +211,50 @@ def test_batched_properties() -> None:
 
 
 def test_batched_sends_its_four_flags() -> None:
-    """The batched class's payload is ``(len(running), held, queued, idle,
-    starved)``; its gathered flags land on those fields, not on cohort's
-    ``riding``."""
+    """The batched class's payload is ``(len(running), held, queued,
+    starved, riding)``; its gathered flags land on those fields, not on
+    cohort's ``idle``."""
     base = BASES[0]
     scenario = Scenario(base, 2, 400, BUDGET, 4, ((0, 24, 4), (0, 4, 4)))
     rig = Rig(compose(base, Setting(4, 8)), scenario)
     rig.arrive(0)
     # Nothing running, two waiting: held and starved.
-    assert rig.scheduler.admission_payload() == (0, (1, 0, 0, 1))
-    seen = Gathered.of(0, 0, 2, (True, False, False, True), Batched.columns)
-    assert seen.starved and not seen.riding
+    assert rig.scheduler.admission_payload() == (0, (1, 0, 1, 0))
+    seen = Gathered.of(0, 0, 2, (True, False, True, False), Batched.columns)
+    assert seen.starved and not seen.riding and not seen.idle
 
 
 def test_batching_wait_follows_the_load() -> None:
-    """0 with nothing running, the window at the cap, rounded up in
-    between; integers only."""
-    assert [batching_wait(8, low, 16) for low in (0, 1, 8, 15, 16)] == [0, 1, 4, 8, 8]
+    """0 while the least loaded rank runs nothing, the window at the cap,
+    rounded up in between; integers only."""
+    assert [batching_wait(8, low, 16) for low in (0, 1, 4, 8, 15, 16)] == [
+        0, 1, 1, 2, 8, 8
+    ]  # fmt: skip
     assert batching_wait(8, 20, 16) == 8  # never past the window
     assert batching_wait(8, 3, 0) == 0
 
 
 def test_batched_waits_then_opens_together() -> None:
-    """One hand-made trace: nothing held freezes without counting; with
-    every rank holding work the wait is ``ceil(W * lowest / cap)``; with an
-    idle rank ``ceil(W * leader / cap)``; a rank with work and nothing
-    running opens at once."""
+    """One hand-made trace: nothing held freezes without counting; the wait
+    is ``ceil(W * (lowest / cap) ** 2)``, an idle rank or not; a rank with work and
+    nothing running, or a long chunk in flight, opens at once; a queued
+    leader freezes."""
     rule = Batched(Knobs(None, 64, 4))
     assert [rule.decide(Gathered(1, 0, 4)) for _ in range(2)] == [True, True]
     assert rule.run == 0
-    busy = Gathered(4, 2, 4, held=True)  # wait ceil(4 * 2 / 4) = 2
-    assert [rule.decide(busy) for _ in range(4)] == [False, True, False, True]
+    busy = Gathered(4, 3, 4, held=True)  # wait ceil(4 * 9 / 16) = 3
+    assert [rule.decide(busy) for _ in range(5)] == [False, True, True, False, True]
     light = Gathered(1, 0, 4, held=True)  # wait 0: open at once
     assert [rule.decide(light) for _ in range(2)] == [False, False]
-    # An idle rank: the wait follows the leader, ceil(4 * 3 / 4) = 3.
-    idle = Gathered(3, 0, 4, held=True, idle=True)
+    # An idle rank changes nothing: the wait still follows the least
+    # loaded rank, ceil(4 * 4 / 16) = 1.
+    assert rule.decide(Gathered(4, 2, 4, held=True, idle=True)) is False
+    idle = Gathered(3, 3, 4, held=True, idle=True)  # wait 3
     assert [rule.decide(idle) for _ in range(3)] == [True, True, False]
-    assert rule.decide(dataclasses.replace(idle, starved=True)) is False
-    # A chunk in flight does not open it (no riding rule).
-    assert rule.decide(dataclasses.replace(busy, riding=True)) is True
+    queued = Gathered(4, 2, 4, held=True, queued=True)
+    assert [rule.decide(queued) for _ in range(3)] == [True, True, True]
+    assert rule.decide(dataclasses.replace(queued, starved=True)) is False
+    assert rule.decide(dataclasses.replace(queued, riding=True)) is False
     assert Batched(Knobs()).knobs.align_window == 32  # DEFAULT_BATCHED_WINDOW
 
 
@@ -268,6 +272,14 @@ class LocalStarvedGate(BalanceSchedulerMixin):
     def _balance_decide(self, seen: Gathered) -> bool:
         mine = not self.running and bool(self.waiting)  # type: ignore[attr-defined]
         return super()._balance_decide(dataclasses.replace(seen, starved=mine))
+
+
+class LocalRidingGate(BalanceSchedulerMixin):
+    """Known-bad: "a long chunk is in flight" read from this rank alone."""
+
+    def _balance_decide(self, seen: Gathered) -> bool:
+        mine = bool(self._balance_riding())
+        return super()._balance_decide(dataclasses.replace(seen, riding=mine))
 
 
 class NoWait(Batched):
@@ -322,6 +334,11 @@ def _off_by_one(base: type, s: Setting) -> type:
             functools.partial(_with, LocalStarvedGate),
             "decision differs across ranks",
             id="local-starved",
+        ),
+        pytest.param(
+            functools.partial(_with, LocalRidingGate),
+            "decision differs across ranks",
+            id="local-riding",
         ),
         pytest.param(_off_by_one, "held past the deadline", id="off-by-one"),
         pytest.param(
