@@ -26,7 +26,6 @@ from .runs import case_values
 NAMES = {key: column for key, column, _ in METRICS}
 
 
-
 def _pct(lo: float, hi: float) -> str:
     return f"[{100 * lo:+.0f}, {100 * hi:+.0f}] %"
 
