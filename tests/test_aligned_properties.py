@@ -7,14 +7,11 @@ Real schedulers in lock step over the simulated all-gather, the harness of
 ``(len(running), held, queued, idle)``; the generated window, load
 threshold and deadline vary per example.
 
-Properties:
+Properties (a)-(d) of the harness: ranks agree, the decision equals
+:func:`expected` (an oracle written from the policy's docstring,
+independently of the package), the deadline bounds every hold, nothing
+leaves WAITING while frozen; and
 
-a. every rank takes the same decision and keeps the same run state;
-b. the decision equals :func:`expected`, an oracle written from the policy's
-   docstring, independently of the package;
-c. the deadline bounds every hold: no run of frozen steps on which some rank
-   held a request is longer than the deadline D;
-d. on a frozen step no rank admits a request from WAITING;
 e. the contract is untouched: the default class sends ``len(running)``
    alone (the board refuses any other payload) and decides as before
    (``test_gate_properties.py``, ``test_queued_leader_properties.py``).

@@ -7,15 +7,10 @@ Real schedulers in lock step over the simulated all-gather, the harness of
 budget as ``cohort``'s: each rank's payload is ``(len(running), held,
 queued, starved, riding)``; the window and deadline vary per example.
 
-Properties:
-
-a. every rank takes the same decision and keeps the same run state;
-b. the decision equals :func:`expected`, an oracle written from the
-   policy's docstring (the batching wait from the gathered smallest
-   running count), independently of the package;
-c. the deadline bounds every hold: no run of frozen steps on which some
-   rank held a request is longer than the deadline D;
-d. on a frozen step no rank admits a request from WAITING.
+Properties (a)-(d) of the harness: ranks agree, the decision equals
+:func:`expected` (an oracle written from the policy's docstring,
+independently of the package), the deadline bounds every hold, nothing
+leaves WAITING while frozen.
 
 Negative controls (each must make the properties fail): the batching wait
 from the rank's own running count instead of the gathered smallest (ranks

@@ -1,18 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """The lock-step property harness of the windowed gate policies
-(``aligned``, ``cohort``, ``batched``; their tests are
-``tests/test_<policy>_properties.py``).
+(``tests/test_{aligned,cohort,batched}_properties.py``).
 
-Several real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step
-in lock step in one process through generated workloads (the lock-step
-scenarios of ``test_gate_properties.py``). Before every step each rank runs
-the package's real ``admission_gather()`` over the simulated engine's
-``BoardGroup`` (torch's own ``dist.all_gather`` on a duck-typed group;
-nothing is mocked but the group's transport). The test posts each rank's
-payload, read from the scheduler's queues by the test's own code
-(:func:`payload`), so the board also checks that the mixin sends exactly
-that payload. :func:`policy_trace` checks, each assertion naming its
-property:
+Real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step in lock
+step in one process through generated workloads (the lock-step scenarios of
+``test_gate_properties.py``), each running the package's real
+``admission_gather()`` over the simulated engine's ``BoardGroup`` (torch's
+own ``dist.all_gather`` on a duck-typed group; only the transport is stood
+in for) before every step. The test posts each rank's payload, read from the
+scheduler's queues by its own code (:func:`payload`), so the board also
+checks that the mixin sends exactly that. :func:`policy_trace` checks, each
+assertion naming its property:
 
 a. every rank takes the same decision and keeps the same run state
    ("decision differs across ranks");
