@@ -47,7 +47,8 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
 
 from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.render import markdown  # noqa: E402
-from benchmarks.policies.runs import run_seed  # noqa: E402
+from benchmarks.policies.reuse import prune  # noqa: E402
+from benchmarks.policies.runs import command, run_seed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -203,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
                     case, seed, modes_of(case), Path(tmp), vllm.__version__, jobs, code,
                     stored if reuse else None,
                 )  # fmt: skip
+                if not partial:
+                    # The full matrix judges its grid only: rows of modes
+                    # no longer in it (an earlier grid's) are cut.
+                    run = prune(run, modes_of(case))
+                    run["command"] = command(run["args"], list(run["values"]))
                 rec["runs"] = sorted(
                     [*(r for r in rec["runs"] if r["seed"] != seed), run],
                     key=lambda r: r["seed"],

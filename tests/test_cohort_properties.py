@@ -2,26 +2,16 @@
 """Property tests of the opt-in ``cohort`` policy (``balance_policy:
 "cohort"``, :class:`~vllm_ascend_balance.gate.policies.cohort.Cohort`).
 
-Several real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step
-in lock step in this process through generated workloads (the lock-step
-scenarios of ``test_gate_properties.py``, with a token budget small enough
-that prompts are chunked, so the "riding" flag is exercised). Before every
-step each rank runs the package's real ``admission_gather()`` over the
-simulated engine's ``BoardGroup`` (torch's own ``dist.all_gather`` on a
-duck-typed group; nothing is mocked but the group's transport). The test
-posts each rank's payload ``(len(running), held, queued, idle, riding)``
-computed from the scheduler's queues by its own code, so the board also
-checks that the mixin sends exactly that payload; the generated window and
+Real schedulers in lock step over the simulated all-gather, the harness of
+``tests/support/lockstep_policy.py``, with a token budget small enough that
+prompts are chunked, so the "riding" flag is exercised: each rank's payload
+is ``(len(running), held, queued, idle, riding)``; the generated window and
 deadline vary per example.
 
-Properties:
-
-a. every rank takes the same decision and keeps the same run state;
-b. the decision equals :func:`expected`, an oracle written from the policy's
-   docstring, independently of the package;
-c. the deadline bounds every hold: no run of frozen steps on which some rank
-   held a request is longer than the deadline D;
-d. on a frozen step no rank admits a request from WAITING.
+Properties (a)-(d) of the harness: ranks agree, the decision equals
+:func:`expected` (an oracle written from the policy's docstring,
+independently of the package), the deadline bounds every hold, nothing
+leaves WAITING while frozen.
 
 Negative controls (each must make the properties fail): the riding flag
 read from the rank's own requests instead of the gathered flag (ranks
@@ -32,39 +22,18 @@ default when nothing is held (``aligned``'s rule; wrong decision).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import event, example, given
-from hypothesis import strategies as st
 
-from tests.test_gate_properties import (
-    BASES,
-    LockstepScenario,
-    Rig,
-    Scenario,
-    hypothesis_settings,
-    lockstep_scenarios,
-)
+from tests.support import lockstep_policy as lockstep
+from tests.support.lockstep_policy import CHUNKED, Row, Setting, anyone
+from tests.test_gate_properties import BASES, LockstepScenario, Rig, Scenario
 from vllm_ascend_balance.gate.policies import Cohort, Gathered, Knobs
-from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
-from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
-
-Row = tuple[int, int, int, int, int]
-#: The per-step token budget of every rank: prompts of the generated
-#: scenarios (1-24 tokens) are chunked above it.
-BUDGET = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    window: int
-    deadline: int
 
 
 def compose(base: type, s: Setting) -> type:
@@ -73,133 +42,32 @@ def compose(base: type, s: Setting) -> type:
     )
 
 
-def payload(scheduler: Any) -> Row:
-    """``(len(running), held, queued, idle, riding)`` from the scheduler's
-    queues: riding = a running prompt with at least half the budget left."""
-    running = len(scheduler.running)
-    below = running < admission_cap(scheduler)
-    waiting = len(scheduler.waiting) > 0
-    riding = any(
-        r.num_prompt_tokens - r.num_computed_tokens >= BUDGET // 2
-        for r in scheduler.running
-    )
-    return (
-        running,
-        int(waiting and below),
-        int(waiting and not below),
-        int(below and not waiting),
-        int(riding),
-    )
+def freeze_rule(row: list[Row], since: float, cap: int, s: Setting) -> bool:
+    """The policy's docstring: closed by default when nothing is held (the
+    deadline ignores it); a chunk riding opens; a queued leader freezes; no
+    idle rank opens; else the window must have passed since the last
+    opening."""
+    held, queued, idle, riding = anyone(row)
+    if not held:
+        return True
+    if riding:
+        return False
+    if queued:
+        return True
+    return idle and since < s.window
 
 
-def expected(rows: list[list[Row]], s: Setting) -> list[str]:
-    """The policy's docstring as an oracle: per gather ``"frozen"``,
-    ``"open"`` or ``"fail-open"``."""
-    decisions: list[str] = []
-    held_run = 0
-    last_open = None  # step of the last opening that had a request to admit
-    for step, row in enumerate(rows):
-        held, queued, idle, riding = (any(r[i] for r in row) for i in range(1, 5))
-        since = math.inf if last_open is None else step - last_open
-        if not held:
-            decisions.append("frozen")  # closed by default; the run ignores it
-            continue
-        if riding:
-            freeze = False
-        elif queued:
-            freeze = True
-        elif not idle:
-            freeze = False
-        else:
-            freeze = since < s.window
-        if freeze and held_run >= s.deadline:
-            decisions.append("fail-open")
-            held_run = 0
-        elif freeze:
-            decisions.append("frozen")
-            held_run += 1
-        else:
-            decisions.append("open")
-            held_run = 0
-        if decisions[-1] != "frozen":
-            last_open = step
-    return decisions
+def expected(rows: list[list[Row]], cap: int, s: Setting) -> list[str]:
+    """Per gather ``"frozen"``, ``"open"`` or ``"fail-open"``."""
+    return lockstep.expected(rows, cap, s, freeze_rule)
 
 
-def cohort_trace(make: Any, scenario: LockstepScenario, s: Setting) -> set[str]:
-    """Run every rank in lock step, a gather before each step, and check the
-    properties (assertion messages name the property)."""
-    cap = scenario.cap
-    ranks = [
-        Rig(
-            make(scenario.base, s),
-            Scenario(scenario.base, cap, 400, BUDGET, scenario.horizon, requests),
-        )
-        for requests in scenario.requests
-    ]
-    board = GatherBoard(len(ranks))
-    groups = [BoardGroup(board, rank) for rank in range(len(ranks))]
-    rows: list[list[Row]] = []
-    decided: list[str] = []
-    seen: set[str] = set()
-    held_run = 0
-    for step in range(scenario.horizon):
-        for rig in ranks:
-            rig.arrive(step)
-        row = [payload(rig.scheduler) for rig in ranks]
-        rows.append(row)
-        board.post([(r[0], r[1:]) for r in row])
-        states, runs = [], set()
-        for rank, rig in enumerate(ranks):
-            sched = rig.scheduler
-            before = sched.balance_fail_opens
-            sched.dp_group = groups[rank]
-            sched.admission_gather()
-            state = "frozen" if sched.balance_frozen else "open"
-            if sched.balance_fail_opens > before:
-                state = "fail-open"
-            states.append(state)
-            runs.add((sched.balance_frozen_run, sched._balance_rule.since))
-        assert len(set(states)) == 1 and len(runs) == 1, (
-            f"decision differs across ranks at step {step}: {states} {runs} for {row}"
-        )
-        state = states[0]
-        decided.append(state)
-        held = any(r[1] for r in row)
-        if state == "frozen" and held:
-            held_run += 1
-            seen.add("held while frozen")
-        elif state != "frozen":
-            held_run = 0
-        assert held_run <= s.deadline, (
-            f"held past the deadline D={s.deadline} at step {step}"
-        )
-        if held_run == s.deadline:
-            seen.add("held up to the deadline")
-        if state == "frozen" and held and not any(r[2] for r in row):
-            seen.add("frozen for alignment")
-        if state == "open" and any(r[4] for r in row) and any(r[3] for r in row):
-            seen.add("rode a chunk")
-        seen.add(state)
-        for rig in ranks:
-            out = rig.schedule(step)
-            if state == "frozen":
-                assert out["new"] == [] and out["resumed"] == [], "left WAITING"
-    assert decided == expected(rows, s), "wrong decision"
-    return seen
-
-
-settings_st = st.builds(Setting, window=st.integers(1, 6), deadline=st.integers(1, 4))
-
-#: What the generated traces must reach, so the properties are not checked
-#: on easy traces only.
-REACHED = {
-    "frozen for alignment",
-    "held up to the deadline",
-    "fail-open",
-    "open",
-    "rode a chunk",
-}
+def classify(row: list[Row], state: str) -> Iterator[str]:
+    held, queued, idle, riding = anyone(row)
+    if state == "frozen" and held and not queued:
+        yield "frozen for alignment"
+    if state == "open" and riding and idle:
+        yield "rode a chunk"
 
 
 def _riding_example() -> LockstepScenario:
@@ -211,31 +79,34 @@ def _riding_example() -> LockstepScenario:
     return LockstepScenario(BASES[0], 4, 4, 10, (rank0, ((0, 4, 3),)))
 
 
-def check(make: Any, negative: bool = False) -> set[str]:
-    covered: set[str] = set()
-
-    @hypothesis_settings(80, negative)
-    @example(scenario=_riding_example(), s=Setting(6, 2))
-    @given(scenario=lockstep_scenarios(), s=settings_st)
-    def run(scenario: LockstepScenario, s: Setting) -> None:
-        for what in cohort_trace(make, scenario, s):
-            covered.add(what)
-            event(what)
-
-    run()
-    return covered
+COHORT = lockstep.Policy(
+    columns=("held", "queued", "idle", "riding"),
+    rule=freeze_rule,
+    settings=lockstep.SETTINGS,
+    reached=frozenset(
+        {
+            "frozen for alignment",
+            "held up to the deadline",
+            "fail-open",
+            "open",
+            "rode a chunk",
+        }
+    ),
+    classify=classify,
+    examples=((_riding_example(), Setting(6, 2)),),
+    budget=CHUNKED,
+)
 
 
 def test_cohort_properties() -> None:
-    missing = REACHED - check(compose)
-    assert not missing, f"the generated traces never reached {missing}"
+    lockstep.check_reached(COHORT, compose)
 
 
 def test_cohort_sends_five_columns_and_contract_one() -> None:
     """The cohort class's payload is ``(len(running), held, queued, idle,
     riding)``; the default class's stays ``len(running)`` alone."""
     base = BASES[0]
-    scenario = Scenario(base, 2, 400, BUDGET, 4, ((0, 24, 4), (0, 4, 4)))
+    scenario = Scenario(base, 2, 400, CHUNKED, 4, ((0, 24, 4), (0, 4, 4)))
     contract = Rig(composition.compose_scheduler(base), scenario)
     cohort = Rig(compose(base, Setting(4, 8)), scenario)
     for rig in (contract, cohort):
@@ -266,26 +137,8 @@ def test_cohort_closed_by_default_then_waits_for_the_window() -> None:
     assert Cohort(Knobs()).knobs.align_window == 16  # DEFAULT_COHORT_WINDOW
 
 
-class LocalRidingGate(BalanceSchedulerMixin):
-    """Known-bad: "a chunk rides" read from this rank's own requests."""
-
-    def _balance_decide(self, seen: Gathered) -> bool:
-        mine = self._balance_riding()
-        return super()._balance_decide(dataclasses.replace(seen, riding=mine))
-
-
-@functools.cache
-def _local_riding(base: type, s: Setting) -> type:
-    namespace = {
-        "balance_max_held_steps": s.deadline,
-        "balance_policy": "cohort",
-        "balance_align_window": s.window,
-    }
-    return type(f"LocalRiding{base.__name__}", (LocalRidingGate, base), namespace)
-
-
-def _off_by_one(base: type, s: Setting) -> type:
-    return compose(base, dataclasses.replace(s, deadline=s.deadline + 1))
+#: Known-bad: "a chunk rides" read from this rank's own requests.
+LocalRidingGate = lockstep.local_view("riding", lambda s: s._balance_riding())
 
 
 class OpenByDefault(Cohort):
@@ -297,33 +150,23 @@ class OpenByDefault(Cohort):
         return False
 
 
-class OpenByDefaultGate(BalanceSchedulerMixin):
-    def _balance_policy(self) -> Any:
-        if self._balance_rule is None:
-            self._balance_rule = OpenByDefault(
-                Knobs(None, self.balance_max_held_steps, self.balance_align_window)
-            )
-        return self._balance_rule
-
-
-@functools.cache
-def _open_by_default(base: type, s: Setting) -> type:
-    namespace = {
-        "balance_max_held_steps": s.deadline,
-        "balance_policy": "cohort",
-        "balance_align_window": s.window,
-    }
-    return type(f"OpenByDefault{base.__name__}", (OpenByDefaultGate, base), namespace)
-
-
 @pytest.mark.parametrize(
     ("make", "reason"),
     [
-        pytest.param(_local_riding, "decision differs across ranks", id="local"),
-        pytest.param(_off_by_one, "held past the deadline", id="off-by-one"),
-        pytest.param(_open_by_default, "wrong decision", id="open-by-default"),
+        pytest.param(
+            lockstep.with_gate(LocalRidingGate, compose),
+            "decision differs across ranks",
+            id="local",
+        ),
+        pytest.param(
+            lockstep.off_by_one(compose), "held past the deadline", id="off-by-one"
+        ),
+        pytest.param(
+            lockstep.with_gate(lockstep.rule_gate(OpenByDefault), compose),
+            "wrong decision",
+            id="open-by-default",
+        ),
     ],
 )
 def test_negative_controls_fail(make: Any, reason: str) -> None:
-    with pytest.raises(AssertionError, match=reason):
-        check(make, negative=True)
+    lockstep.check_fails(COHORT, make, reason)

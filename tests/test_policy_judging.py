@@ -17,6 +17,7 @@ import pytest
 
 from benchmarks.policies import cases, judging, settings, stats, workloads
 from benchmarks.policies.render import markdown
+from benchmarks.policies.runs import case_values
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -293,3 +294,35 @@ def test_each_setting_of_ours_is_counted_alone() -> None:
     )
     assert row.endswith("| 2 | 1 |")
     assert "Written by `" in text and "What ran" in text
+
+
+def test_strongest_peer_is_one_setting_per_case() -> None:
+    """Against the case's strongest peer, ours is judged against one peer
+    setting on every cell (the lowest tuning score), not the best of
+    several per cell: a peer that wins one axis only (here TPOT p99) is
+    not the bar on TTFT p50. Negative control: the per-cell count of the
+    same values is lower."""
+    modes = {
+        "off": (100.0, 50.0),
+        settings.RECOMMENDED: (100.0, 40.0),
+        "sglang-delayer": (150.0, 30.0),  # score log 1.5 + log 0.6 = -0.11
+        "sglang-delayer:8": (90.0, 45.0),  # log 0.9 + log 0.9 = -0.21
+    }
+    runs = [
+        {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
+         "span_s": 5.0, "mode_wall_s": {},
+         "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
+                        "ttft_p50": a * scale, "tpot_p99": b * scale}
+                    for m, (a, b) in modes.items()}}
+        for s, scale in enumerate((1.0, 1.1, 0.9))
+    ]  # fmt: skip
+    record = {"case": "x-dp4", "runs": runs}
+    values = case_values(record)
+    peers = ["sglang-delayer", "sglang-delayer:8"]
+    assert judging.strongest(values, peers, "off") == "sglang-delayer:8"
+    text = markdown([record], "0.0")
+    assert "against the case's strongest peer** " in text
+    # TTFT p50 lost to :8 (90 < 100), TPOT p99 held (40 < 45), the rest tie.
+    assert "4 of 5 cells held." in text
+    # Per cell, TPOT p99's best rival is the default (30): one cell fewer.
+    assert "3 of 5 cells held (goodput" in text

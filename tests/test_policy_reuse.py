@@ -134,3 +134,19 @@ def test_estimate_uses_each_case_s_own_mode_count() -> None:
     assert lines[0].endswith("10 modes x 3 seeds: 1.5 min")
     assert lines[1].endswith("1 modes x 3 seeds: 0.6 min")
     assert lines[-1].startswith("expected: 2 min")
+
+
+def test_prune_keeps_the_grid_s_rows_only() -> None:
+    """The full matrix cuts rows of modes no longer in its grid (an earlier
+    grid's, kept by a partial run): every per-row field, nothing else."""
+    run = {
+        "seed": 0,
+        "wall_s": 3.0,
+        "values": {"off": {"x": 1}, "on": {"x": 2}, "old": {"x": 3}},
+        "digests": {"off": "a", "on": "b", "old": "c"},
+        "mode_wall_s": {"off": 1.0, "on": 1.0, "old": 1.0},
+    }
+    out = reuse.prune(run, ["off", "on"])
+    assert list(out["values"]) == list(out["digests"]) == ["off", "on"]
+    assert list(out["mode_wall_s"]) == ["off", "on"] and "code" not in out
+    assert out["wall_s"] == 3.0 and list(run["values"]) == ["off", "on", "old"]

@@ -108,6 +108,16 @@ def tuned(values: Values, grid: Iterable[str], baseline: str) -> str | None:
     return min(ran, key=lambda m: tuning_score(values, m, baseline))
 
 
+def strongest(values: Values, peers: Iterable[str], baseline: str) -> str | None:
+    """The one peer setting of a case judged strongest: the lowest
+    :func:`tuning_score` among ``peers`` (each family's default and tuned
+    point), ties to the earlier; None if none ran. The "best peer" a
+    setting of ours is held against cell by cell, as one system a user
+    could deploy (unlike the best rival per cell, a different peer setting
+    per metric)."""
+    return tuned(values, peers, baseline)
+
+
 @dataclass(frozen=True)
 class Held:
     """One scored cell: the best rival's mode and ours against it."""

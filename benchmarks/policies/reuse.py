@@ -114,3 +114,16 @@ def ordered(values: Mapping[str, Any], order: Sequence[str]) -> list[str]:
     the rest in their stored order."""
     first = [m for m in order if m in values]
     return first + [m for m in values if m not in first]
+
+
+def prune(run: Mapping[str, Any], modes: Sequence[str]) -> dict[str, Any]:
+    """``run`` with only the rows of ``modes`` (per-row fields ``values``,
+    ``digests``, ``mode_wall_s``, ``code``; the command renamed to match):
+    what the full matrix keeps, so a row left over from an earlier grid
+    (kept by :func:`plan` for a partial run) is neither shown nor judged."""
+    keep = set(modes)
+    out = dict(run)
+    for key in ("values", "digests", "mode_wall_s", "code"):
+        if key in run:
+            out[key] = {m: row for m, row in run[key].items() if m in keep}
+    return out

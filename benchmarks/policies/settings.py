@@ -32,11 +32,11 @@ OURS: tuple[str, ...] = (
 )
 
 #: The one setting we recommend (docs/peer-policies.md), judged per cell.
-#: ``batched`` (W 32) was fixed as the candidate before its regenerated run;
-#: it holds fewer cells than queued-leader (25 and, at W 64, 29 of 65
-#: against 34: benchmarks/results/policies.md, "Each setting of ours
-#: alone"), so the recommendation stays queued-leader; batched is the
-#: point of ours that no peer dominates at Azure DP 16.
+#: ``batched`` holds more cells against each case's strongest peer (53 of
+#: 65 against 42) but fewer against the best rival per cell (31 against
+#: 34) and is behind on the tuning score; the recommendation stays
+#: queued-leader (benchmarks/results/policies.md, "Each setting of ours
+#: alone").
 RECOMMENDED = "on+queued-leader+max-held:64"
 
 

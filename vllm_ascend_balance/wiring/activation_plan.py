@@ -198,7 +198,8 @@ def policy_line(setting: Any) -> str:
         return (
             f"batched: new requests wait for a step every rank with room takes "
             f"together, after a wait of up to {window} steps that grows with "
-            f"the ranks' running counts; no hold past {deadline} held steps"
+            f"the least loaded rank's running count (none while a rank is "
+            f"starved or a long chunk runs); no hold past {deadline} held steps"
         )
     if setting.policy == "cohort":
         window = setting.align_window or DEFAULT_COHORT_WINDOW

@@ -47,7 +47,7 @@ silently ignored.
   together; the same deadline; opt-in,
   :class:`~vllm_ascend_balance.gate.policies.cohort.Cohort`) or
   ``"batched"`` (cohort's openings, each after a batching wait that grows
-  with the load; the same deadline; opt-in,
+  with the least loaded rank's running count; the same deadline; opt-in,
   :class:`~vllm_ascend_balance.gate.policies.batched.Batched`).
 - ``balance_align_window`` (a positive JSON integer; default 32 for
   ``aligned``, 16 for ``cohort``, 32 for ``batched``) and

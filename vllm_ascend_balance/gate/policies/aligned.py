@@ -13,6 +13,7 @@ from vllm_ascend_balance.gate.policies.base import (
     Gathered,
     Knobs,
 )
+from vllm_ascend_balance.gate.policies.leader_at_cap import GatePolicy
 from vllm_ascend_balance.gate.policies.queued_leader import QueuedLeader
 
 
@@ -62,12 +63,8 @@ class Aligned(QueuedLeader):
     def flags(
         self, running: int, waiting: bool, cap: int, riding: bool = False
     ) -> tuple[int, ...]:
-        below = running < cap
-        return (
-            int(waiting and below),
-            int(waiting and not below),
-            int(below and not waiting),
-        )
+        held, queued = GatePolicy.flags(self, running, waiting, cap)
+        return held, queued, int(running < cap and not waiting)
 
     def window(self, seen: Gathered) -> int | None:
         """Steps between aligned openings at this load; None: alignment off."""

@@ -19,7 +19,7 @@ DEFAULT_ALIGN_WINDOW = 32
 #: the simulated engine, docs/peer-policies.md).
 DEFAULT_COHORT_WINDOW = 16
 #: ``balance_align_window`` of ``batched``: the most steps an opening waits
-#: (reached when a rank is at the cap; shorter at a lower load). Tuned on
+#: (reached when every rank is at the cap; shorter at a lower load). Tuned on
 #: the simulated engine, seed 0 of the DP 16 cases (docs/peer-policies.md).
 DEFAULT_BATCHED_WINDOW = 32
 #: ``since`` (``aligned``, ``cohort``) before any opening: the first
@@ -43,8 +43,8 @@ class Gathered:
             cap (it could admit, the gate would hold it).
         queued: some rank is at the cap with requests waiting.
         idle: some rank is below the cap with nothing waiting (it cannot
-            take part in an aligned prefill). Only ``aligned``,
-            ``cohort`` and ``batched`` send it.
+            take part in an aligned prefill). Only ``aligned`` and
+            ``cohort`` send it.
         riding: some rank runs a long prefill chunk next step anyway (at
             least half its token budget). Only ``cohort`` and
             ``batched`` send it.

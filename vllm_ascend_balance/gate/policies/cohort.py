@@ -13,6 +13,7 @@ from vllm_ascend_balance.gate.policies.base import (
     Gathered,
     Knobs,
 )
+from vllm_ascend_balance.gate.policies.leader_at_cap import GatePolicy
 from vllm_ascend_balance.gate.policies.queued_leader import QueuedLeader
 
 
@@ -72,13 +73,8 @@ class Cohort(QueuedLeader):
     def flags(
         self, running: int, waiting: bool, cap: int, riding: bool = False
     ) -> tuple[int, ...]:
-        below = running < cap
-        return (
-            int(waiting and below),
-            int(waiting and not below),
-            int(below and not waiting),
-            int(riding),
-        )
+        held, queued = GatePolicy.flags(self, running, waiting, cap)
+        return held, queued, int(running < cap and not waiting), int(riding)
 
     def decide(self, seen: Gathered) -> bool:
         self.since += 1
@@ -93,6 +89,11 @@ class Cohort(QueuedLeader):
             frozen = False
         else:
             frozen = self.since < self._window
+        return self._bounded(frozen)
+
+    def _bounded(self, frozen: bool) -> bool:
+        """The deadline's verdict on a held gather the rules would freeze
+        (False: a fail-open); an opening restarts :attr:`since`."""
         self.failed_open = False
         if frozen:
             if self.run >= self._deadline:

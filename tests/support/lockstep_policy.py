@@ -1,0 +1,299 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The lock-step property harness of the windowed gate policies
+(``tests/test_{aligned,cohort,batched}_properties.py``).
+
+Real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step in lock
+step in one process through generated workloads (the lock-step scenarios of
+``test_gate_properties.py``), each running the package's real
+``admission_gather()`` over the simulated engine's ``BoardGroup`` (torch's
+own ``dist.all_gather`` on a duck-typed group; only the transport is stood
+in for) before every step. The test posts each rank's payload, read from the
+scheduler's queues by its own code (:func:`payload`), so the board also
+checks that the mixin sends exactly that. :func:`policy_trace` checks, each
+assertion naming its property:
+
+a. every rank takes the same decision and keeps the same run state
+   ("decision differs across ranks");
+b. the decision equals :func:`expected`, an oracle written from the
+   policy's docstring independently of the package: the policy's own freeze
+   rule under the deadline the three share ("wrong decision");
+c. the deadline bounds every hold: no run of frozen steps on which some
+   rank held a request is longer than the deadline D ("held past the
+   deadline");
+d. on a frozen step no rank admits a request from WAITING ("left WAITING").
+
+A policy's test brings a :class:`Policy` (its payload columns, freeze rule,
+settings, examples, coverage labels) and its known-bad gates, built here by
+:func:`with_gate` from :func:`local_view`, :func:`rule_gate` or
+:class:`LeakyGate`, or by :func:`off_by_one`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+from hypothesis import event, example, given
+from hypothesis import strategies as st
+
+from tests.test_gate_properties import (
+    LockstepScenario,
+    Rig,
+    Scenario,
+    hypothesis_settings,
+    lockstep_scenarios,
+)
+from vllm_ascend_balance.gate.policies import GatePolicy, Gathered, Knobs
+from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
+from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
+
+#: One rank's payload: ``len(running)``, then the policy's flags (0 or 1).
+Row = tuple[int, ...]
+#: ``(base scheduler class, setting) -> the gate class under test``.
+Make = Callable[[type, Any], type]
+#: ``(row, since, cap, setting) -> frozen``: a policy's freeze rule, with
+#: ``since`` the gathers since the last opening that had a request to admit.
+Rule = Callable[[list[Row], float, int, Any], bool]
+#: ``(row, decision) -> the coverage labels the policy wants``.
+Classify = Callable[[list[Row], str], Iterable[str]]
+
+#: A per-step token budget small enough that the generated prompts (1-24
+#: tokens) are chunked, so "riding" is exercised.
+CHUNKED = 16
+#: A budget no generated prompt reaches: nothing is chunked.
+UNCHUNKED = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    window: int
+    deadline: int
+
+
+SETTINGS = st.builds(Setting, window=st.integers(1, 6), deadline=st.integers(1, 4))
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """What a windowed policy's property test brings to the harness."""
+
+    #: Its payload after ``len(running)``: names known to :func:`payload`.
+    columns: tuple[str, ...]
+    #: Its freeze rule, from its docstring; :func:`expected` adds the deadline.
+    rule: Rule
+    #: Its generated knobs: anything with ``.deadline`` that ``make`` reads.
+    settings: st.SearchStrategy[Any]
+    #: What the generated traces must reach, so the properties are not
+    #: checked on easy traces only.
+    reached: frozenset[str]
+    #: Its own coverage labels of a gather.
+    classify: Classify
+    #: ``(scenario, setting)`` pairs run before the generated ones.
+    examples: tuple[tuple[LockstepScenario, Any], ...] = ()
+    budget: int = UNCHUNKED
+
+
+def payload(scheduler: Any, columns: tuple[str, ...], budget: int) -> Row:
+    """``(len(running), *columns)`` from the scheduler's queues: held =
+    waiting below the cap, queued = waiting at it, idle = below the cap with
+    nothing waiting, starved = waiting with nothing running, riding = a
+    running prompt with at least half the budget left to compute."""
+    running = len(scheduler.running)
+    below = running < admission_cap(scheduler)
+    waiting = len(scheduler.waiting) > 0
+    flags = {
+        "held": waiting and below,
+        "queued": waiting and not below,
+        "idle": below and not waiting,
+        "starved": waiting and running == 0,
+        "riding": any(
+            r.num_prompt_tokens - r.num_computed_tokens >= budget // 2
+            for r in scheduler.running
+        ),
+    }
+    return (running, *(int(flags[name]) for name in columns))
+
+
+def anyone(row: list[Row]) -> tuple[bool, ...]:
+    """Each flag column: whether some rank set it."""
+    return tuple(any(r[i] for r in row) for i in range(1, len(row[0])))
+
+
+def expected(rows: list[list[Row]], cap: int, s: Any, rule: Rule) -> list[str]:
+    """The oracle: per gather ``"frozen"``, ``"open"`` or ``"fail-open"``.
+    ``rule`` freezes or not; after D consecutive frozen gathers on which some
+    rank held a request the gate opens, whichever rule froze it (a frozen
+    gather with nothing held does not count)."""
+    decisions: list[str] = []
+    held_run = 0
+    last_open = None  # step of the last opening that had a request to admit
+    for step, row in enumerate(rows):
+        held = any(r[1] for r in row)
+        since = math.inf if last_open is None else step - last_open
+        freeze = rule(row, since, cap, s)
+        if freeze and held and held_run >= s.deadline:
+            decisions.append("fail-open")
+            held_run = 0
+        elif freeze:
+            decisions.append("frozen")
+            held_run += held
+        else:
+            decisions.append("open")
+            held_run = 0
+        if held and decisions[-1] != "frozen":
+            last_open = step
+    return decisions
+
+
+def _gather(ranks: list[Rig], groups: list[BoardGroup], step: int, row: Any) -> str:
+    """Every rank's ``admission_gather()``; (a) they agree. The decision."""
+    states, runs = [], set()
+    for rig, group in zip(ranks, groups, strict=True):
+        sched = rig.scheduler
+        before = sched.balance_fail_opens
+        sched.dp_group = group
+        sched.admission_gather()
+        state = "frozen" if sched.balance_frozen else "open"
+        if sched.balance_fail_opens > before:
+            state = "fail-open"
+        states.append(state)
+        runs.add((sched.balance_frozen_run, sched._balance_rule.since))
+    assert len(set(states)) == 1 and len(runs) == 1, (
+        f"decision differs across ranks at step {step}: {states} {runs} for {row}"
+    )
+    return states[0]
+
+
+def policy_trace(
+    policy: Policy, make: Make, scenario: LockstepScenario, s: Any
+) -> set[str]:
+    """Run every rank in lock step, a gather before each step, and check the
+    properties; the coverage labels reached."""
+    cap = scenario.cap
+    ranks = [
+        Rig(
+            make(scenario.base, s),
+            Scenario(scenario.base, cap, 400, policy.budget, scenario.horizon, reqs),
+        )
+        for reqs in scenario.requests
+    ]
+    board = GatherBoard(len(ranks))
+    groups = [BoardGroup(board, rank) for rank in range(len(ranks))]
+    rows: list[list[Row]] = []
+    decided: list[str] = []
+    seen: set[str] = set()
+    held_run = 0
+    for step in range(scenario.horizon):
+        for rig in ranks:
+            rig.arrive(step)
+        row = [payload(rig.scheduler, policy.columns, policy.budget) for rig in ranks]
+        rows.append(row)
+        board.post([(r[0], r[1:]) for r in row])
+        state = _gather(ranks, groups, step, row)
+        decided.append(state)
+        if state == "frozen" and any(r[1] for r in row):
+            held_run += 1
+            seen.add("held while frozen")
+        elif state != "frozen":
+            held_run = 0
+        assert held_run <= s.deadline, (
+            f"held past the deadline D={s.deadline} at step {step}"
+        )
+        if held_run == s.deadline:
+            seen.add("held up to the deadline")
+        seen.add(state)
+        seen.update(policy.classify(row, state))
+        for rig in ranks:
+            out = rig.schedule(step)
+            if state == "frozen":
+                assert out["new"] == [] and out["resumed"] == [], "left WAITING"
+    assert decided == expected(rows, cap, s, policy.rule), "wrong decision"
+    return seen
+
+
+def check(policy: Policy, make: Make, negative: bool = False) -> set[str]:
+    """The properties over the policy's examples and generated traces
+    (derandomized for a negative control); the coverage labels reached."""
+    covered: set[str] = set()
+
+    @given(scenario=lockstep_scenarios(), s=policy.settings)
+    def run(scenario: LockstepScenario, s: Any) -> None:
+        for what in policy_trace(policy, make, scenario, s):
+            covered.add(what)
+            event(what)
+
+    for scenario, s in policy.examples:
+        run = example(scenario=scenario, s=s)(run)
+    hypothesis_settings(80, negative)(run)()
+    return covered
+
+
+def check_reached(policy: Policy, make: Make) -> None:
+    """The properties hold and the traces reached every label required."""
+    missing = policy.reached - check(policy, make)
+    assert not missing, f"the generated traces never reached {missing}"
+
+
+def check_fails(policy: Policy, make: Make, reason: str) -> None:
+    """A negative control: the known-bad ``make`` fails the property named
+    by ``reason``."""
+    with pytest.raises(AssertionError, match=reason):
+        check(policy, make, negative=True)
+
+
+# --------------------------------------------------------------------------
+# Known-bad gates
+
+
+def with_gate(gate: type, compose: Make) -> Make:
+    """``gate`` in front of the class ``compose`` makes (the same knobs)."""
+
+    @functools.cache
+    def make(base: type, s: Any) -> type:
+        return type(f"{gate.__name__}{base.__name__}", (gate, compose(base, s)), {})
+
+    return make
+
+
+def off_by_one(compose: Make) -> Make:
+    """Known-bad: the deadline one step late."""
+    return lambda base, s: compose(
+        base, dataclasses.replace(s, deadline=s.deadline + 1)
+    )
+
+
+def local_view(field: str, mine: Callable[[Any], Any]) -> type:
+    """Known-bad: the gathered ``field`` replaced by ``mine(scheduler)``,
+    this rank's own view."""
+
+    def _balance_decide(self: Any, seen: Gathered) -> bool:
+        own = dataclasses.replace(seen, **{field: mine(self)})
+        return BalanceSchedulerMixin._balance_decide(self, own)
+
+    return type(
+        f"Local_{field}", (BalanceSchedulerMixin,), {"_balance_decide": _balance_decide}
+    )
+
+
+def rule_gate(rule: type[GatePolicy]) -> type:
+    """Known-bad: the gate deciding by ``rule`` (a wrong policy class)."""
+
+    def _balance_policy(self: Any) -> GatePolicy:
+        if self._balance_rule is None:
+            knobs = Knobs(None, self.balance_max_held_steps, self.balance_align_window)
+            self._balance_rule = rule(knobs)
+        return self._balance_rule
+
+    namespace = {"_balance_policy": _balance_policy}
+    return type(f"{rule.__name__}Gate", (BalanceSchedulerMixin,), namespace)
+
+
+class LeakyGate(BalanceSchedulerMixin):
+    """Known-bad: the seam ignores the freeze."""
+
+    def _should_stop_admitting_waiting(self) -> bool:
+        return False
