@@ -162,6 +162,26 @@ def test_trtllm_rows_build_no_rank_backlog() -> None:
     assert max(s.running + s.waiting for r in result.rank_steps for s in r) > CAP
 
 
+def test_routing_trtllm_adp_puts_every_mode_behind_its_router() -> None:
+    """``--routing trtllm-adp``: ``off`` and the gate behind TensorRT-LLM's
+    router too (the question "how much of its result is placement"), so
+    the same burst builds no rank backlog. Control: the same modes behind
+    vLLM's router queue past the cap."""
+    reqs = builtin_requests(seed=3, num_bursts=1, burst=(40, 44))
+    opts = SimOptions(dp_size=2, max_num_seqs=CAP, max_num_batched_tokens=1024)
+    adp = replace(opts, routing="trtllm-adp")
+    for balance in (False, True):
+        result = simulate(balance, reqs, adp)
+        steps = [s for r in result.rank_steps for s in r]
+        assert max(s.running + s.waiting for s in steps) <= CAP
+        assert not any(result.routed_by_vllm)
+        done = sum(r.finish_step is not None for rs in result.rank_requests for r in rs)
+        assert done == len(reqs)
+        control = simulate(balance, reqs, opts)
+        steps = [s for r in control.rank_steps for s in r]
+        assert max(s.running + s.waiting for s in steps) > CAP
+
+
 def test_trtllm_low_occupancy_timeout() -> None:
     """NVIDIA/TensorRT-LLM#17700: while the least busy rank has fewer than
     M real generation requests, the hold's timeout is L (0: released at

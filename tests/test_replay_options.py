@@ -84,6 +84,10 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
             "--mode trtllm-adp: peer policies run on the simulated engine only",
         ),
         (
+            ["--engine", "asyncllm", "--routing", "trtllm-adp"],
+            "--routing trtllm-adp: .* simulated engine only .* --engine sim",
+        ),
+        (
             ["--engine", "sim", "--dp", "1", "--mode", "off,atom-delayer"],
             "--mode atom-delayer: a peer policy coordinates DP ranks .* --dp 2",
         ),

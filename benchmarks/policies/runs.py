@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,20 +88,22 @@ def run_modes(
     work: Path,
     jobs: int = 1,
     code: tuple[Path, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run ``modes`` on ``case``'s workload for ``seed``: one run per mode
     (the simulated engine is deterministic), split over ``jobs`` replay
     processes at once (:func:`.reuse.split_modes`). ``code``: (checkout,
     label) whose package the replays import first (its directory is their
     working directory and the head of ``PYTHONPATH``); the label is
-    recorded per row.
+    recorded per row. ``extra``: further replay options (in the recorded
+    command too), e.g. ``["--routing", "trtllm-adp"]``.
 
     Returns the run record of :mod:`.runs` (``values`` in ``modes`` order).
 
     Raises:
         SystemExit: a replay failed (its output is shown).
     """
-    argv = base_args(case, seed, work)
+    argv = [*base_args(case, seed, work), *extra]
     env, cwd = dict(os.environ), ROOT
     if code is not None:
         cwd = code[0]

@@ -33,7 +33,9 @@ from vllm_ascend_balance.replay.pipeline.workload import Workload, load_workload
 
 logger = init_logger(__name__)
 EXECUTOR = "vllm_ascend_balance.replay.real.executor.CostModelExecutor"
-ROUTINGS = ("vllm", "round-robin")
+#: ``trtllm-adp`` (TensorRT-LLM's own router) exists in the simulated engine
+#: only: the real deployment's front end routes with vLLM's balancer.
+ROUTINGS = ("vllm", "round-robin", "trtllm-adp")
 _IN, _DEP, _CMP, _OUT = "input", "deployment", "comparison", "output"
 
 
@@ -73,7 +75,9 @@ class ReplayOptions:
     routing: str = option(
         "vllm",
         "vllm: vLLM's DP load balancer picks the rank; round-robin: request i "
-        "goes to rank i %% N (JSONL 'rank' always pins)",
+        "goes to rank i %% N; trtllm-adp (--engine sim): TensorRT-LLM's "
+        "attention-DP router, one global queue, for every mode (the "
+        "trtllm-adp peer always uses it); JSONL 'rank' always pins",
         choices=ROUTINGS, group=_IN,
     )  # fmt: skip
     # deployment
@@ -198,6 +202,13 @@ class ReplayOptions:
             raise ValueError(
                 f"--mode {peer}: a peer policy coordinates DP ranks and changes "
                 f"nothing with one; use --dp 2 or more"
+            )
+        if self.routing == "trtllm-adp" and self.engine != "sim":
+            raise ValueError(
+                "--routing trtllm-adp: TensorRT-LLM's router runs in the "
+                "simulated engine only (the real deployment's front end "
+                "routes with vLLM's balancer); add --engine sim or use "
+                "--routing vllm"
             )
         if peer is not None and self.engine != "sim":
             raise ValueError(

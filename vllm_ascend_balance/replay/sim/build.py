@@ -34,7 +34,8 @@ class SimOptions:
         max_num_batched_tokens: per-rank token budget per step.
         max_model_len: model length in tokens.
         cost: the cost model.
-        routing: ``"vllm"`` or ``"round-robin"`` (:mod:`.routing`).
+        routing: ``"vllm"``, ``"round-robin"`` or ``"trtllm-adp"``
+            (:mod:`.routing`).
         stats_interval_s: modeled seconds between the coordinator's stats
             snapshots that reach the ``vllm`` balancer.
         async_scheduling: build ``AsyncScheduler`` (the CPU deployment runs

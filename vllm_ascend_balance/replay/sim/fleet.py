@@ -140,6 +140,7 @@ def simulate(
         )
     n = opts.dp_size
     peers = PeerStep(peer, scheds) if peer is not None else None
+    peer_routing = peers.policy.routing if peers is not None else None
     cls = type(scheds[0])
     cap = admission_cap(scheds[0])
     # The gate's class, not any balance_gather(): vllm-ascend's own
@@ -151,8 +152,8 @@ def simulate(
     sync_interval, sync_first = dp_sync_rule(scheds[0].vllm_config)
     interval = opts.prefill_schedule_interval
     router = Router(opts.routing, n, opts.stats_interval_s)
-    # TensorRT-LLM's rows run behind its own router: one global queue.
-    adp = AdpRouter(n) if peers and peers.policy.routing == "trtllm-adp" else None
+    # TensorRT-LLM's router (one global queue): its rows, or every row.
+    adp = AdpRouter(n) if "trtllm-adp" in (opts.routing, peer_routing) else None
     models = [OutputModel(r) for r in range(n)]
     prompts = PromptPool(opts.max_model_len)
     cost = opts.cost

@@ -21,7 +21,12 @@ Three rules, chosen by the replay's ``--routing``:
   the front-end's own increments move it. A finished request leaves
   ``engine_inflight`` as ``DPLBAsyncMPClient.process_engine_outputs`` does.
 - ``round-robin``: request ``i`` goes to rank ``i % N`` (an external router).
-- a request with a ``rank`` (JSONL) is pinned to it under either rule.
+- ``trtllm-adp``: TensorRT-LLM's attention-DP router
+  (:mod:`.adp_routing`, one global queue) for every mode, not only the
+  ``trtllm-adp`` peer's rows: the fleet hands requests to it instead of
+  this class. It answers "how much of a rule's result is its placement":
+  the same admission rule behind either router.
+- a request with a ``rank`` (JSONL) is pinned to it under every rule.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
 
-ROUTINGS = ("vllm", "round-robin")
+ROUTINGS = ("vllm", "round-robin", "trtllm-adp")
 
 
 class _LBClientState:
@@ -93,7 +98,7 @@ class Router:
         if routing not in ROUTINGS:
             raise ValueError(
                 f"routing {routing!r} is not one of {', '.join(ROUTINGS)}: "
-                f"pass --routing vllm or --routing round-robin"
+                f"pass --routing vllm, round-robin or trtllm-adp"
             )
         self.routing = routing
         self.dp_size = dp_size
