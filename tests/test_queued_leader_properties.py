@@ -2,233 +2,181 @@
 """Property tests of the opt-in rules: the held-step bound
 (``balance_max_held_steps``) and the ``queued_leader`` policy.
 
-Several real ``Scheduler``/``AsyncScheduler`` objects, one per DP rank, step
-in lock step in this process through generated workloads (the lock-step
-scenarios of ``test_gate_properties.py``: a leader that often stays at the
-cap, generated loads elsewhere). Before every step each rank runs the
-package's real ``admission_gather()`` over the simulated engine's
-``BoardGroup`` (torch's own ``dist.all_gather`` on a duck-typed group). The
-test posts each rank's payload ``(len(running), held, queued)`` computed
-from the scheduler's state by its own code, so the board also checks that
-the mixin sends exactly that payload.
+Real schedulers in lock step over the simulated all-gather, the harness of
+``tests/support/lockstep_policy.py`` (scenarios with a leader that often
+stays at the cap, generated loads elsewhere): each rank's payload is
+``(len(running), held, queued)``, the bound N (1-4, or none) the harness's
+deadline. The rules: ``queued_leader`` unbounded, the contract
+(``leader_at_cap``) bounded, and both.
 
-Properties, per rule:
-
-a. every rank takes the same decision and keeps the same run counter;
-b. the decision equals :func:`expected`, an oracle written independently of
-   the package;
-c. with the bound N, no run of frozen steps that held a request is longer
-   than N (no request waits behind the gate more than N consecutive frozen
-   steps);
-d. on a frozen step no rank admits a request from WAITING.
+Properties (a)-(d) of the harness: ranks agree (decision and run counter),
+the decision equals the oracle (the rule below, written independently of
+the package, under the bound), no run of frozen steps that held a request
+is longer than N, nothing leaves WAITING while frozen; and a leader at the
+cap with no queue does not freeze under ``queued_leader`` (the contract,
+whose payload stays ``len(running)`` alone, does).
 
 Negative controls (each must make the properties fail): the bound counted
 from each rank's own queue instead of the gathered flag (ranks disagree),
-a bound off by one, and the contract's gate run where ``queued_leader`` is
-asked for (freezes with no rank at the cap having a queue).
+a bound off by one (held past it), the contract's gate run where
+``queued_leader`` is asked for (wrong decision: it freezes with no rank at
+the cap having a queue), and a seam that ignores the freeze (admits while
+frozen).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Callable
+import math
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import event, given
+from hypothesis import strategies as st
 
-from tests.test_gate_properties import (
-    LockstepScenario,
-    Rig,
-    Scenario,
-    hypothesis_settings,
-    lockstep_scenarios,
-)
-from vllm_ascend_balance.gate.policies import Gathered
-from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
-from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
+from tests.support import lockstep_policy as lockstep
+from tests.support.lockstep_policy import Make, Row, Rule, anyone
+from tests.test_gate_properties import BASES, LockstepScenario
+from vllm_ascend_balance.gate.scheduler import admission_cap
 from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
-#: (policy, bound): the rules under test.
-RULES = [
-    ("queued_leader", None),
-    ("leader_at_cap", "held"),
-    ("queued_leader", "held"),
-]
-Compose = Callable[[type, int | None, str], type]
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """``balance_max_held_steps`` N as the harness's deadline; ``math.inf``
+    where it is unset (the oracle then never fails open)."""
+
+    deadline: float
 
 
-def compose(base: type, bound: int | None, policy: str) -> type:
-    return composition.compose_scheduler(base, max_held_steps=bound, policy=policy)
+BOUNDED = st.builds(Bound, deadline=st.integers(1, 4))
+UNBOUNDED = st.just(Bound(math.inf))
 
 
-def payload(scheduler: Any) -> tuple[int, int, int]:
-    """``(len(running), held, queued)``, from the scheduler's own queues."""
-    running = len(scheduler.running)
-    below = running < admission_cap(scheduler)
-    waiting = len(scheduler.waiting) > 0
-    return running, int(waiting and below), int(waiting and not below)
+def composer(policy: str) -> Make:
+    """The package's composition of ``policy`` under the setting's bound."""
+
+    def compose(base: type, s: Bound) -> type:
+        bound = None if math.isinf(s.deadline) else int(s.deadline)
+        return composition.compose_scheduler(base, max_held_steps=bound, policy=policy)
+
+    return compose
 
 
-def expected(
-    rows: list[list[tuple[int, int, int]]], cap: int, policy: str, bound: int | None
-) -> list[str]:
-    """The rules, written independently of the package: per gather
-    ``"frozen"``, ``"open"`` or ``"fail-open"``."""
-    decisions, run = [], 0
-    for row in rows:
-        if policy == "queued_leader":
-            gate = any(queued for _, _, queued in row)
-        else:
-            gate = max(running for running, _, _ in row) == cap
-        held = any(h for _, h, _ in row)
-        if not gate:
-            decisions.append("open")
-            run = 0
-        elif bound is None or not held:
-            decisions.append("frozen")
-        elif run >= bound:
-            decisions.append("fail-open")
-            run = 0
-        else:
-            decisions.append("frozen")
-            run += 1
-    return decisions
+def leader_at_cap(row: list[Row], since: float, cap: int, s: Bound) -> bool:
+    """The contract: frozen while the largest running count is the cap."""
+    return max(r[0] for r in row) == cap
 
 
-def lockstep_trace(
-    make: Compose, scenario: LockstepScenario, policy: str, bounded: bool
-) -> set[str]:
-    """Run every rank in lock step, a gather before each step, and check the
-    properties (assertion messages name the property)."""
-    cap = scenario.cap
-    bound = scenario.bound if bounded else None
-    ranks = [
-        Rig(
-            make(scenario.base, bound, policy),
-            Scenario(scenario.base, cap, 400, 512, scenario.horizon, requests),
-        )
-        for requests in scenario.requests
-    ]
-    cls = type(ranks[0].scheduler)
-    flags = cls.balance_max_held_steps is not None or cls.balance_policy != (
-        "leader_at_cap"
+def queued_leader(row: list[Row], since: float, cap: int, s: Bound) -> bool:
+    """Frozen only while some rank at the cap has requests waiting."""
+    return anyone(row)[1]
+
+
+def classify(row: list[Row], state: str) -> Iterator[str]:
+    # A frozen gather that holds nothing neither counts nor restarts the run.
+    if state == "frozen" and not anyone(row)[0]:
+        yield "frozen holding nothing"
+
+
+def _idle_leader() -> LockstepScenario:
+    """Rank 0 fills its cap exactly (nothing waits there) while rank 1 gets
+    work."""
+    burst = tuple((0, 8, 30) for _ in range(3))
+    return LockstepScenario(BASES[0], 3, 2, 8, (burst, ((1, 8, 4), (2, 8, 4))))
+
+
+def rule_policy(
+    rule: Rule, settings: st.SearchStrategy[Bound], reached: set[str], **more: Any
+) -> lockstep.Policy:
+    return lockstep.Policy(
+        columns=("held", "queued"),
+        rule=rule,
+        settings=settings,
+        reached=frozenset(reached),
+        classify=classify,
+        **more,
     )
-    board = GatherBoard(len(ranks))
-    groups = [BoardGroup(board, rank) for rank in range(len(ranks))]
-    rows: list[list[tuple[int, int, int]]] = []
-    decided: list[str] = []
-    seen: set[str] = set()
-    held_run = 0
-    for step in range(scenario.horizon):
-        for rig in ranks:
-            rig.arrive(step)
-        row = [payload(rig.scheduler) for rig in ranks]
-        rows.append(row)
-        # The contract's class sends len(running) alone (the payload's cost
-        # grows only where a rule reads the flags).
-        board.post([(r, (h, q) if flags else ()) for r, h, q in row])
-        states, runs = [], set()
-        for rank, rig in enumerate(ranks):
-            sched = rig.scheduler
-            before = sched.balance_fail_opens
-            sched.dp_group = groups[rank]
-            sched.admission_gather()
-            state = "frozen" if sched.balance_frozen else "open"
-            if sched.balance_fail_opens > before:
-                state = "fail-open"
-            states.append(state)
-            runs.add(sched.balance_frozen_run)
-        assert len(set(states)) == 1 and len(runs) == 1, (
-            f"decision differs across ranks at step {step}: {states} {runs} for {row}"
-        )
-        state = states[0]
-        decided.append(state)
-        if state == "frozen" and any(h for _, h, _ in row):
-            held_run += 1
-            seen.add("held while frozen")
-        elif state != "frozen":
-            held_run = 0
-        if bound is not None:
-            assert held_run <= bound, f"held run longer than N={bound} at step {step}"
-            if held_run == bound:
-                seen.add("held run of N")
-        seen.add(state)
-        for rig in ranks:
-            out = rig.schedule(step)
-            if state == "frozen":
-                assert out["new"] == [] and out["resumed"] == [], "left WAITING"
-    assert decided == expected(rows, cap, policy, bound), "wrong decision"
-    return seen
 
 
-def check_rule(
-    make: Compose, policy: str, bounded: bool, negative: bool = False
-) -> None:
-    @hypothesis_settings(60, negative)
-    @given(scenario=lockstep_scenarios())
-    def run(scenario: LockstepScenario) -> None:
-        for what in lockstep_trace(make, scenario, policy, bounded):
-            event(what)
+HELD_BOUND = {"held up to the deadline", "fail-open", "frozen holding nothing"}
+#: The rules under test: (policy, bound) -> the harness's policy, the class.
+RULES: dict[str, tuple[lockstep.Policy, Make]] = {
+    "queued_leader": (
+        rule_policy(
+            queued_leader,
+            UNBOUNDED,
+            {"held while frozen", "frozen", "open"},
+            examples=((_idle_leader(), Bound(math.inf)),),
+        ),
+        composer("queued_leader"),
+    ),
+    "leader_at_cap+held": (
+        rule_policy(leader_at_cap, BOUNDED, HELD_BOUND),
+        composer("leader_at_cap"),
+    ),
+    "queued_leader+held": (
+        rule_policy(queued_leader, BOUNDED, HELD_BOUND),
+        composer("queued_leader"),
+    ),
+}
+#: The contract unbounded: its payload is ``len(running)`` alone.
+CONTRACT = rule_policy(leader_at_cap, UNBOUNDED, set(), flagless=True)
 
-    run()
 
-
-@pytest.mark.parametrize(("policy", "bound"), RULES)
-def test_rule_properties(policy: str, bound: str | None) -> None:
-    check_rule(compose, policy, bound is not None)
+@pytest.mark.parametrize("rule", list(RULES))
+def test_rule_properties(rule: str) -> None:
+    lockstep.check_reached(*RULES[rule])
 
 
 def test_queued_leader_does_not_freeze_behind_a_leader_with_no_queue() -> None:
-    """One hand-made trace: rank 0 fills its cap exactly (nothing waits
-    there) while rank 1 gets work: the contract freezes rank 1,
-    ``queued_leader`` does not."""
-    from tests.test_gate_properties import BASES
-
-    burst = tuple((0, 8, 30) for _ in range(3))
-    scenario = LockstepScenario(BASES[0], 3, 2, 8, (burst, ((1, 8, 4), (2, 8, 4))))
-    assert "frozen" not in lockstep_trace(compose, scenario, "queued_leader", False)
-    assert "frozen" in lockstep_trace(compose, scenario, "leader_at_cap", False)
-
-
-class LocalHeldGate(BalanceSchedulerMixin):
-    """Known-bad: the bound counts a frozen step by this rank's own queue,
-    not by the gathered flag."""
-
-    def _balance_decide(self, seen: Gathered) -> bool:
-        mine = bool(self.waiting) and len(self.running) < admission_cap(self)  # type: ignore[attr-defined]
-        return super()._balance_decide(dataclasses.replace(seen, held=mine))
+    """One hand-made trace, the properties checked on it: the contract
+    freezes rank 1, ``queued_leader`` does not."""
+    queued, make = RULES["queued_leader"]
+    unbounded = Bound(math.inf)
+    scenario = _idle_leader()
+    assert "frozen" not in lockstep.policy_trace(queued, make, scenario, unbounded)
+    contract = composer("leader_at_cap")
+    assert "frozen" in lockstep.policy_trace(CONTRACT, contract, scenario, unbounded)
 
 
-@functools.cache
-def _local_held(base: type, bound: int | None, policy: str) -> type:
-    namespace = {"balance_max_held_steps": bound, "balance_policy": policy}
-    return type(f"LocalHeld{base.__name__}", (LocalHeldGate, base), namespace)
-
-
-def _off_by_one(base: type, bound: int | None, policy: str) -> type:
-    return compose(base, None if bound is None else bound + 1, policy)
-
-
-def _contract_gate(base: type, bound: int | None, policy: str) -> type:
-    return compose(base, bound, "leader_at_cap")
+#: Known-bad: the bound counts a frozen step by this rank's own queue, not
+#: by the gathered flag.
+LocalHeldGate = lockstep.local_view(
+    "held", lambda s: bool(s.waiting) and len(s.running) < admission_cap(s)
+)
 
 
 @pytest.mark.parametrize(
-    ("make", "policy", "reason"),
+    ("rule", "make", "reason"),
     [
         pytest.param(
-            _local_held, "leader_at_cap", "decision differs across ranks", id="local"
+            "leader_at_cap+held",
+            lockstep.with_gate(LocalHeldGate, composer("leader_at_cap")),
+            "decision differs across ranks",
+            id="local",
         ),
         pytest.param(
-            _off_by_one, "leader_at_cap", "held run longer than N", id="off-by-one"
+            "leader_at_cap+held",
+            lockstep.off_by_one(composer("leader_at_cap")),
+            "held past the deadline",
+            id="off-by-one",
         ),
-        pytest.param(_contract_gate, "queued_leader", "wrong decision", id="contract"),
+        pytest.param(
+            "queued_leader+held",
+            composer("leader_at_cap"),
+            "wrong decision",
+            id="contract",
+        ),
+        pytest.param(
+            "queued_leader+held",
+            lockstep.with_gate(lockstep.LeakyGate, composer("queued_leader")),
+            "left WAITING",
+            id="leaky",
+        ),
     ],
 )
-def test_negative_controls_fail(make: Compose, policy: str, reason: str) -> None:
-    with pytest.raises(AssertionError, match=reason):
-        check_rule(make, policy, bounded=True, negative=True)
+def test_negative_controls_fail(rule: str, make: Make, reason: str) -> None:
+    lockstep.check_fails(RULES[rule][0], make, reason)

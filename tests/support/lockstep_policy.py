@@ -23,15 +23,15 @@ c. the deadline bounds every hold: no run of frozen steps on which some
 d. on a frozen step no rank admits a request from WAITING ("left WAITING").
 
 A policy's test brings a :class:`Policy` (its payload columns, freeze rule,
-settings, examples, coverage labels) and its known-bad gates, built here by
+settings, examples, coverage labels) and its known-bad gates, built by
 :func:`with_gate` from :func:`local_view`, :func:`rule_gate` or
-:class:`LeakyGate`, or by :func:`off_by_one`.
+:class:`LeakyGate`, or by :func:`off_by_one` (re-exported here from
+:mod:`tests.support.known_bad_gates`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,6 +40,13 @@ import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
+# The known-bad gates, re-exported: the policies' tests build theirs here.
+from tests.support.known_bad_gates import LeakyGate as LeakyGate
+from tests.support.known_bad_gates import Make
+from tests.support.known_bad_gates import local_view as local_view
+from tests.support.known_bad_gates import off_by_one as off_by_one
+from tests.support.known_bad_gates import rule_gate as rule_gate
+from tests.support.known_bad_gates import with_gate as with_gate
 from tests.test_gate_properties import (
     LockstepScenario,
     Rig,
@@ -47,14 +54,11 @@ from tests.test_gate_properties import (
     hypothesis_settings,
     lockstep_scenarios,
 )
-from vllm_ascend_balance.gate.policies import GatePolicy, Gathered, Knobs
-from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, admission_cap
+from vllm_ascend_balance.gate.scheduler import admission_cap
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 
 #: One rank's payload: ``len(running)``, then the policy's flags (0 or 1).
 Row = tuple[int, ...]
-#: ``(base scheduler class, setting) -> the gate class under test``.
-Make = Callable[[type, Any], type]
 #: ``(row, since, cap, setting) -> frozen``: a policy's freeze rule, with
 #: ``since`` the gathers since the last opening that had a request to admit.
 Rule = Callable[[list[Row], float, int, Any], bool]
@@ -95,6 +99,9 @@ class Policy:
     #: ``(scenario, setting)`` pairs run before the generated ones.
     examples: tuple[tuple[LockstepScenario, Any], ...] = ()
     budget: int = UNCHUNKED
+    #: The class sends ``len(running)`` alone (the contract without a
+    #: bound): the board is posted that, the columns are still computed.
+    flagless: bool = False
 
 
 def payload(scheduler: Any, columns: tuple[str, ...], budget: int) -> Row:
@@ -161,7 +168,8 @@ def _gather(ranks: list[Rig], groups: list[BoardGroup], step: int, row: Any) -> 
         if sched.balance_fail_opens > before:
             state = "fail-open"
         states.append(state)
-        runs.add((sched.balance_frozen_run, sched._balance_rule.since))
+        # ``since``: the windowed policies' run state; the others have none.
+        runs.add((sched.balance_frozen_run, getattr(sched._balance_rule, "since", 0)))
     assert len(set(states)) == 1 and len(runs) == 1, (
         f"decision differs across ranks at step {step}: {states} {runs} for {row}"
     )
@@ -192,7 +200,7 @@ def policy_trace(
             rig.arrive(step)
         row = [payload(rig.scheduler, policy.columns, policy.budget) for rig in ranks]
         rows.append(row)
-        board.post([(r[0], r[1:]) for r in row])
+        board.post([(r[0], () if policy.flagless else r[1:]) for r in row])
         state = _gather(ranks, groups, step, row)
         decided.append(state)
         if state == "frozen" and any(r[1] for r in row):
@@ -243,57 +251,3 @@ def check_fails(policy: Policy, make: Make, reason: str) -> None:
     by ``reason``."""
     with pytest.raises(AssertionError, match=reason):
         check(policy, make, negative=True)
-
-
-# --------------------------------------------------------------------------
-# Known-bad gates
-
-
-def with_gate(gate: type, compose: Make) -> Make:
-    """``gate`` in front of the class ``compose`` makes (the same knobs)."""
-
-    @functools.cache
-    def make(base: type, s: Any) -> type:
-        return type(f"{gate.__name__}{base.__name__}", (gate, compose(base, s)), {})
-
-    return make
-
-
-def off_by_one(compose: Make) -> Make:
-    """Known-bad: the deadline one step late."""
-    return lambda base, s: compose(
-        base, dataclasses.replace(s, deadline=s.deadline + 1)
-    )
-
-
-def local_view(field: str, mine: Callable[[Any], Any]) -> type:
-    """Known-bad: the gathered ``field`` replaced by ``mine(scheduler)``,
-    this rank's own view."""
-
-    def _balance_decide(self: Any, seen: Gathered) -> bool:
-        own = dataclasses.replace(seen, **{field: mine(self)})
-        return BalanceSchedulerMixin._balance_decide(self, own)
-
-    return type(
-        f"Local_{field}", (BalanceSchedulerMixin,), {"_balance_decide": _balance_decide}
-    )
-
-
-def rule_gate(rule: type[GatePolicy]) -> type:
-    """Known-bad: the gate deciding by ``rule`` (a wrong policy class)."""
-
-    def _balance_policy(self: Any) -> GatePolicy:
-        if self._balance_rule is None:
-            knobs = Knobs(None, self.balance_max_held_steps, self.balance_align_window)
-            self._balance_rule = rule(knobs)
-        return self._balance_rule
-
-    namespace = {"_balance_policy": _balance_policy}
-    return type(f"{rule.__name__}Gate", (BalanceSchedulerMixin,), namespace)
-
-
-class LeakyGate(BalanceSchedulerMixin):
-    """Known-bad: the seam ignores the freeze."""
-
-    def _should_stop_admitting_waiting(self) -> bool:
-        return False
