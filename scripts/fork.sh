@@ -240,7 +240,9 @@ if [ "$lane" = ascend ]; then
   fi
   # Re-pointed on every call (last caller's checkout wins, as for the
   # editable install): the stubs are this checkout's tests/support/npu_stubs.py.
+  # The .pth skips a link whose checkout is gone (a deleted clone): every
+  # python start before the re-link would otherwise print a traceback.
   ln -sfn "$root/tests/support/npu_stubs.py" "$site/vab_npu_stubs.py"
-  echo "import vab_npu_stubs" > "$site/vab_npu_stubs.pth"
+  echo "import os; os.path.exists('$site/vab_npu_stubs.py') and __import__('vab_npu_stubs')" > "$site/vab_npu_stubs.pth"
 fi
 echo "$venv"
