@@ -2,7 +2,7 @@
 """Which DP rank a request goes to, in the simulated engine
 (:mod:`vllm_ascend_balance.replay.sim`).
 
-Three rules, chosen by the replay's ``--routing``:
+Three rules, chosen by the replay's ``--routing`` (:data:`ROUTINGS`), and a pin:
 
 - ``vllm``: vLLM's own DP load balancer, as the ``AsyncLLM`` front-end applies
   it: ``DPLBAsyncMPClient.get_core_engine_for_request``
@@ -36,10 +36,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.pipeline.options import ROUTINGS
 
 logger = init_logger(__name__)
 
-ROUTINGS = ("vllm", "round-robin", "trtllm-adp")
+__all__ = ["ROUTINGS", "Router"]
 
 
 class _LBClientState:
