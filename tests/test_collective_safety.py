@@ -52,8 +52,13 @@ GAP_S = 25.0
 TIME_SCALE = 0.1
 # Hang detection only (a healthy run of this size takes a fraction of it).
 TIMEOUT_S = {2: 240.0, 4: 300.0}
-# Counted once every engine is up (start-up follows the host's load).
-NEGATIVE_TIMEOUT_S = 60.0
+# The negative control deadlocks in its first wave (the light rank drains
+# and runs dummy batches while the heavy one gathers in schedule()), so two
+# waves are plenty; a healthy run of two waves ends a few seconds after its
+# engines are up, and this hang timeout, counted from then (start-up follows
+# the host's load), is several times that.
+NEGATIVE_WAVES = 2
+NEGATIVE_TIMEOUT_S = 30.0
 
 
 def _args(trace: Path, dp: int, run_dir: Path, *extra: str) -> list[str]:
@@ -71,9 +76,11 @@ def _args(trace: Path, dp: int, run_dir: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _run(tmp: Path, dp: int, **kwargs: Any) -> tuple[ReplayProcess, Path]:
+def _run(
+    tmp: Path, dp: int, waves: int = WAVES, **kwargs: Any
+) -> tuple[ReplayProcess, Path]:
     trace = write_jsonl(
-        tmp / "waves.jsonl", skewed_waves(dp, waves=WAVES, gap_s=GAP_S, heavy=CAP + 3)
+        tmp / "waves.jsonl", skewed_waves(dp, waves=waves, gap_s=GAP_S, heavy=CAP + 3)
     )
     run_dir = tmp / "run"
     extra = kwargs.pop("extra", ())
@@ -177,6 +184,7 @@ def test_negative_control_gather_in_schedule_hangs(tmp_path):
     result, _ = _run(
         tmp_path,
         2,
+        waves=NEGATIVE_WAVES,
         timeout=NEGATIVE_TIMEOUT_S,
         started=lambda: _engines_started(run_dir, 2),
         extra=("--executor", GATHER_IN_SCHEDULE_EXECUTOR),
@@ -204,21 +212,36 @@ def test_negative_control_gather_in_schedule_hangs(tmp_path):
 # by test_queued_leader_properties.py; the hook and transport are the
 # contract's, so the release lane runs this.
 QUEUED_MODE = "on+queued-leader+max-held:4"
+# The aligned policy on the same deployment: the payload grows to
+# [len(running), held, queued, idle] through the same hook and collective;
+# the lock-step properties on every lane are test_aligned_properties.py's.
+ALIGNED_MODE = "on+aligned:4:0+max-held:4"
 
 
 @pytest.fixture(scope="module")
-def queued_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("queued")
-    result, run_dir = _run(tmp, 2, timeout=TIMEOUT_S[2], extra=("--mode", QUEUED_MODE))
-    return result, run_dir
+def policy_runs(tmp_path_factory):
+    """Both opt-in modes in one replay: one deployment each, started and
+    stopped in turn as for one mode (records per mode), one driver start-up."""
+    tmp = tmp_path_factory.mktemp("policies")
+    return _run(
+        tmp,
+        2,
+        timeout=2 * TIMEOUT_S[2],
+        extra=("--mode", f"{QUEUED_MODE},{ALIGNED_MODE}"),
+    )
+
+
+def _mode_run(result: ReplayProcess, mode: str) -> dict[str, Any]:
+    assert not result.timed_out, f"replay hung:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = [r for r in result.json["runs"] if r["mode"] == mode]
+    return run
 
 
 @pytest.mark.lane_scope("release")
-def test_queued_leader_completes_and_ranks_agree(queued_run):
-    result, run_dir = queued_run
-    assert not result.timed_out, f"replay hung:\n{result.stderr[-3000:]}"
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run,) = result.json["runs"]
+def test_queued_leader_completes_and_ranks_agree(policy_runs):
+    result, run_dir = policy_runs
+    run = _mode_run(result, QUEUED_MODE)
     assert run["status"] == "ok"
     assert run["metrics"]["completed"] == WAVES * (CAP + 4)
     assert result.leftover_pids == [], "engine processes outlived the replay"
@@ -247,26 +270,12 @@ def test_queued_leader_completes_and_ranks_agree(queued_run):
     assert freezes > 0, "the skewed load never queued a rank at the cap"
 
 
-# The aligned policy on the same deployment: the payload grows to
-# [len(running), held, queued, idle] through the same hook and collective;
-# the lock-step properties on every lane are test_aligned_properties.py's.
-ALIGNED_MODE = "on+aligned:4:0+max-held:4"
-
-
-@pytest.fixture(scope="module")
-def aligned_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("aligned")
-    return _run(tmp, 2, timeout=TIMEOUT_S[2], extra=("--mode", ALIGNED_MODE))
-
-
 @pytest.mark.lane_scope("release")
-def test_aligned_completes_and_ranks_agree(aligned_run):
+def test_aligned_completes_and_ranks_agree(policy_runs):
     from tests.test_aligned_properties import Setting, expected
 
-    result, run_dir = aligned_run
-    assert not result.timed_out, f"replay hung:\n{result.stderr[-3000:]}"
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run,) = result.json["runs"]
+    result, run_dir = policy_runs
+    run = _mode_run(result, ALIGNED_MODE)
     assert run["status"] == "ok"
     assert run["metrics"]["completed"] == WAVES * (CAP + 4)
     assert result.leftover_pids == [], "engine processes outlived the replay"

@@ -32,12 +32,18 @@ group (as ``reinitialize_distributed`` replaces ``dp_group``) while rank 2
 leaves; the receive buffer follows the new group's size. The 2-rank run then
 removes the hook and uses upstream's scheduler (balance off) and checks that
 no gather happens while upstream's own sync still does.
+
+Spawning ranks (each imports torch and vLLM) is the slow part, so the
+scenarios of one world size share one set of processes: each scenario gets
+its own DP group (its own ``ParallelConfig`` and port), a fresh scheduler
+and a fresh engine object, and writes its own records; the tests read them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,7 +63,9 @@ STEPS = 40  # > 32: upstream's sync all-reduce runs at least once on every lane
 SHRINK_AT = 24  # elastic case: the step from which the smaller group is used
 DISABLED_STEPS = 34
 CAP = 3
-JOIN_TIMEOUT_S = 300  # hang guard only; nothing asserts on durations
+# Hang guard only (nothing asserts on durations), for one set of processes
+# running every scenario of its world size.
+JOIN_TIMEOUT_S = 600
 
 
 def _requests_for(rank: int) -> list[tuple[int, int, int]]:
@@ -136,17 +144,55 @@ class PerRankCounterGate:
             self._local_run += 1
 
 
-def _rank_main(
+@dataclass(frozen=True)
+class Scenario:
+    """One run of the ranks: see :func:`_scenario`."""
+
+    shrink_to: int | None = None
+    run_disabled: bool = False
+    max_frozen: int | None = None
+    per_rank_counter: bool = False
+    policy: str = "leader_at_cap"
+
+
+# Per world size, what the tests below read. The balance-off part removes
+# the hook; it comes last only for readability (every scenario installs it).
+SCENARIOS = {
+    2: {
+        "aligned": Scenario(policy="aligned"),
+        "bounded": Scenario(max_frozen=2),
+        "per-rank-counter": Scenario(per_rank_counter=True),
+        "cadence": Scenario(run_disabled=True),
+    },
+    3: {
+        "cadence": Scenario(shrink_to=2),
+        "bounded": Scenario(shrink_to=2, max_frozen=2),
+    },
+}
+
+
+def _rank_main(rank: int, runs: list[tuple[Scenario, Any, Any, str]]) -> None:
+    """One DP rank, one process: every ``(scenario, parallel_config,
+    shrunk_config, out_path)`` in turn."""
+    log = _CollectiveLog()
+    for scenario, parallel_config, shrunk_config, out_path in runs:
+        _scenario(rank, log, scenario, parallel_config, shrunk_config, out_path)
+    # Interpreter teardown of torch's store/gloo threads occasionally aborts
+    # ("terminate called without an active exception") after all work is
+    # done; exit without C++ static destructors so exit code 0 keeps meaning
+    # "this rank finished its steps".
+    os._exit(0)
+
+
+def _scenario(
     rank: int,
+    log: _CollectiveLog,
+    scenario: Scenario,
     parallel_config: Any,
     shrunk_config: Any | None,
-    run_disabled: bool,
     out_path: str,
-    max_frozen: int | None = None,
-    per_rank_counter: bool = False,
-    policy: str = "leader_at_cap",
 ) -> None:
-    """One DP rank: see the module docstring."""
+    """One scenario on one rank: see the module docstring."""
     from vllm.distributed.utils import (
         stateless_destroy_torch_distributed_process_group,
     )
@@ -162,7 +208,7 @@ def _rank_main(
         remove_gather_hook,
     )
 
-    log = _CollectiveLog()
+    max_frozen, policy = scenario.max_frozen, scenario.policy
     parallel_config.data_parallel_rank = rank
     parallel_config.data_parallel_rank_local = rank
     group = parallel_config.stateless_init_dp_group()
@@ -176,7 +222,7 @@ def _rank_main(
             base, max_held_steps=4, policy=policy, align_window=4, align_min_load=0.0
         )
     )
-    if per_rank_counter:
+    if scenario.per_rank_counter:
         scheduler_cls = type("PerRankCounter", (PerRankCounterGate, scheduler_cls), {})
     scheduler: Any = make_scheduler(scheduler_cls, max_num_seqs=CAP, num_blocks=400)
     install_gather_hook(DPEngineCoreProc)
@@ -241,7 +287,7 @@ def _rank_main(
         records.append(step(index))
 
     disabled: list[dict[str, Any]] = []
-    if run_disabled:
+    if scenario.run_disabled:
         # Balance off: upstream's engine class unhooked, its scheduler, same group.
         remove_gather_hook(DPEngineCoreProc)
         plain_engine: Any = DPEngineCoreProc.__new__(DPEngineCoreProc)
@@ -266,22 +312,11 @@ def _rank_main(
     # As DPEngineCoreProc.shutdown() does; without it teardown lingers.
     for dp_group in groups:
         stateless_destroy_torch_distributed_process_group(dp_group)
-    # Interpreter teardown of torch's store/gloo threads occasionally aborts
-    # ("terminate called without an active exception") after all work is
-    # done; exit without C++ static destructors so exit code 0 keeps meaning
-    # "this rank finished its steps".
-    os._exit(0)
 
 
-def _run_ranks(
-    tmp_path: Path,
-    world: int,
-    shrink_to: int | None,
-    run_disabled: bool,
-    max_frozen: int | None = None,
-    per_rank_counter: bool = False,
-    policy: str = "leader_at_cap",
-) -> list[dict[str, Any]]:
+def _run_ranks(tmp_path: Path, world: int) -> dict[str, list[dict[str, Any]]]:
+    """Every scenario of ``world`` on one set of ``world`` processes; per
+    scenario name, each rank's records."""
     from vllm.config import ParallelConfig
 
     def config(size: int) -> Any:
@@ -289,29 +324,39 @@ def _run_ranks(
             data_parallel_size=size, data_parallel_master_ip="127.0.0.1"
         )
 
-    parallel_config = config(world)
-    shrunk = config(shrink_to) if shrink_to else None
-    paths = [tmp_path / f"rank{rank}.json" for rank in range(world)]
+    scenarios = SCENARIOS[world]
+    # One group (one port) per scenario, as a fresh run would have.
+    configs = {
+        name: (config(world), config(s.shrink_to) if s.shrink_to else None)
+        for name, s in scenarios.items()
+    }
+
+    def path(name: str, rank: int) -> Path:
+        return tmp_path / f"{name}-rank{rank}.json"
+
+    runs = [
+        [(s, *configs[name], str(path(name, rank))) for name, s in scenarios.items()]
+        for rank in range(world)
+    ]
     joined = run_processes(
-        _rank_main,
-        [
-            (
-                rank,
-                parallel_config,
-                shrunk,
-                run_disabled,
-                str(paths[rank]),
-                max_frozen,
-                per_rank_counter,
-                policy,
-            )
-            for rank in range(world)
-        ],
-        JOIN_TIMEOUT_S,
+        _rank_main, [(rank, runs[rank]) for rank in range(world)], JOIN_TIMEOUT_S
     )
     assert not joined.hung, f"ranks {joined.hung} hung (collective mismatch?)"
     assert joined.exitcodes == [0] * world
-    return [json.loads(path.read_text()) for path in paths]
+    return {
+        name: [json.loads(path(name, rank).read_text()) for rank in range(world)]
+        for name in scenarios
+    }
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _run_ranks(tmp_path_factory.mktemp("two-ranks"), 2)
+
+
+@pytest.fixture(scope="module")
+def three_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _run_ranks(tmp_path_factory.mktemp("three-ranks"), 3)
 
 
 def _check_cadence(results: list[dict[str, Any]], shrink_to: int | None) -> None:
@@ -353,8 +398,8 @@ def _check_cadence(results: list[dict[str, Any]], shrink_to: int | None) -> None
     assert saw["all_reduce"] > 0, saw
 
 
-def test_gather_cadence_two_ranks_then_disabled(tmp_path: Path) -> None:
-    results = _run_ranks(tmp_path, 2, None, run_disabled=True)
+def test_gather_cadence_two_ranks_then_disabled(two_ranks: dict[str, Any]) -> None:
+    results = two_ranks["cadence"]
     _check_cadence(results, None)
     for rank, result in enumerate(results):
         disabled = result["disabled"]
@@ -364,8 +409,10 @@ def test_gather_cadence_two_ranks_then_disabled(tmp_path: Path) -> None:
         assert not any(rec["has_buffer"] for rec in disabled)
 
 
-def test_gather_cadence_three_ranks_elastic_shrink(tmp_path: Path) -> None:
-    results = _run_ranks(tmp_path, 3, 2, run_disabled=False)
+def test_gather_cadence_three_ranks_elastic_shrink(
+    three_ranks: dict[str, Any],
+) -> None:
+    results = three_ranks["cadence"]
     _check_cadence(results, 2)
     assert len(results[2]["steps"]) == SHRINK_AT
     for rank in (0, 1):
@@ -373,12 +420,12 @@ def test_gather_cadence_three_ranks_elastic_shrink(tmp_path: Path) -> None:
         assert sizes == [3] * SHRINK_AT + [2] * (STEPS - SHRINK_AT)
 
 
-def test_aligned_policy_stays_one_gather_per_step(tmp_path: Path) -> None:
+def test_aligned_policy_stays_one_gather_per_step(two_ranks: dict[str, Any]) -> None:
     """The opt-in ``aligned`` policy: still exactly one collective per step
     per rank, after upstream's sync, carrying ``[len(running), held,
     queued, idle]``; every rank receives the same rows and decides the
     same; a frozen step admits nothing anywhere."""
-    results = _run_ranks(tmp_path, 2, None, run_disabled=False, policy="aligned")
+    results = two_ranks["aligned"]
     steps = [result["steps"] for result in results]
     frozen_steps = 0
     for index in range(STEPS):
@@ -485,17 +532,20 @@ def _check_bounded(
     [(2, None), pytest.param(3, 2, marks=pytest.mark.lane_scope("release"))],
 )
 def test_bounded_freeze_same_decision_on_every_rank(
-    tmp_path: Path, world: int, shrink_to: int | None
+    request: pytest.FixtureRequest, world: int, shrink_to: int | None
 ) -> None:
-    results = _run_ranks(tmp_path, world, shrink_to, False, max_frozen=2)
+    ranks = "two_ranks" if world == 2 else "three_ranks"
+    results = request.getfixturevalue(ranks)["bounded"]
     saw = _check_bounded(results, 2, shrink_to)
     assert saw["frozen"] > 0 and saw["fail-open"] > 0, saw
 
 
 @pytest.mark.lane_scope("release")  # the check's power, not vLLM's behaviour
-def test_bounded_negative_control_per_rank_counter(tmp_path: Path) -> None:
+def test_bounded_negative_control_per_rank_counter(
+    two_ranks: dict[str, Any],
+) -> None:
     """A per-rank counter makes ranks open on different steps; the check
     must catch it."""
-    results = _run_ranks(tmp_path, 2, None, False, per_rank_counter=True)
+    results = two_ranks["per-rank-counter"]
     with pytest.raises(AssertionError, match="decision differs across ranks"):
         _check_bounded(results, 2, None)
