@@ -10,7 +10,9 @@ behind vLLM's front-end balancer (per-rank queues, stale stats). A
 WAITING-only gate cannot change where a request goes, so this runs our
 settings and ``off`` behind TensorRT-LLM's router too (the replay's
 ``--routing trtllm-adp``, simulated engine only) and puts both beside the
-case's strongest peer.
+case's strongest peer. The other way round, a TensorRT-LLM peer's own rule
+also runs behind vLLM's router (``--peer-router shared``): what its
+admission rule alone would give a vLLM deployment.
 
 Per case and workload seed: the rows behind vLLM's router are read from
 ``benchmarks/results/policies.json`` (the simulated engine is
@@ -56,6 +58,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CASES = ["builtin-dp4", "builtin-dp16", "builtin-dp64", "azure-dp16", "on-off-dp16"]
 OURS = ["off", "on+queued-leader+max-held:64", "on+batched+max-held:64"]
 ADP = ["--routing", "trtllm-adp"]
+SHARED = ["--peer-router", "shared"]
 PEER = "(strongest peer; its router)"
 COLUMNS = (("ttft_p50", "TTFT p50 ms"), ("tpot_p50", "TPOT p50 ms"),
            ("tpot_p99", "TPOT p99 ms"), ("tok_s", "output tok/s"))  # fmt: skip
@@ -73,7 +76,8 @@ def score(row: dict[str, list[float]], off: dict[str, list[float]]) -> float:
 
 def case_rows(record: dict[str, Any], seeds: list[int], work: Path) -> dict[str, Any]:
     """``{label: {metric: [value per seed]}}``: ours and ``off`` behind each
-    router, and the case's strongest peer (behind its own router)."""
+    router, and the case's strongest peer (behind its own router and, if
+    that is TensorRT-LLM's, behind vLLM's too)."""
     record = dict(record, runs=[r for r in record["runs"] if r["seed"] in seeds])
     values = case_values(record)
     peer = strongest(values, peer_modes(rivals(values)), settings.BASELINE)
@@ -83,6 +87,13 @@ def case_rows(record: dict[str, Any], seeds: list[int], work: Path) -> dict[str,
     for m in OURS:
         rows[f"{m} (TensorRT-LLM router)"] = {
             k: [run["values"][m][k] for run in runs] for k in values[m]
+        }
+    if peer is not None and peer.startswith("trtllm-adp"):
+        runs_v = [
+            run_modes(case, seed, [peer], work, 1, None, SHARED) for seed in seeds
+        ]
+        rows[f"{peer} (vLLM router)"] = {
+            k: [run["values"][peer][k] for run in runs_v] for k in values[peer]
         }
     if peer is not None:
         rows[f"{peer} {PEER}"] = values[peer]

@@ -182,6 +182,24 @@ def test_routing_trtllm_adp_puts_every_mode_behind_its_router() -> None:
         assert max(s.running + s.waiting for s in steps) > CAP
 
 
+def test_peer_router_shared_puts_the_peer_behind_vllms_router() -> None:
+    """``--peer-router shared``: TensorRT-LLM's rule runs behind vLLM's
+    router (its admission rule apart from its router), so the burst that
+    its own router keeps within the cap builds a rank backlog, as every
+    other mode's does. Control: the default (``own``) keeps it within."""
+    reqs = builtin_requests(seed=3, num_bursts=1, burst=(40, 44))
+    opts = SimOptions(dp_size=2, max_num_seqs=CAP, max_num_batched_tokens=1024)
+    for router, backlog in (("shared", True), ("own", False)):
+        result = simulate(
+            False, reqs, replace(opts, peer_router=router), peer="trtllm-adp:8:2"
+        )
+        steps = [s for r in result.rank_steps for s in r]
+        assert (max(s.running + s.waiting for s in steps) > CAP) is backlog, router
+        assert any(result.routed_by_vllm) is backlog, router
+        done = sum(r.finish_step is not None for rs in result.rank_requests for r in rs)
+        assert done == len(reqs)
+
+
 def test_trtllm_low_occupancy_timeout() -> None:
     """NVIDIA/TensorRT-LLM#17700: while the least busy rank has fewer than
     M real generation requests, the hold's timeout is L (0: released at

@@ -74,10 +74,11 @@ def _run(options: ReplayOptions, workload: Workload) -> int:
     from vllm_ascend_balance.replay.pipeline.summary import print_results
 
     summary = workload.summary()
+    shared = " (peers too)" if options.peer_router == "shared" else ""
     print(
         f"replay: {summary['requests']} requests from {summary['source']} over "
         f"{summary['span_s']:g} modeled s; DP {options.dp}, cap "
-        f"{options.max_num_seqs}/rank, routing {options.routing}, modes "
+        f"{options.max_num_seqs}/rank, routing {options.routing}{shared}, modes "
         f"{options.mode} x {options.repeat}, {pacing(options)}",
         file=sys.stderr,
     )

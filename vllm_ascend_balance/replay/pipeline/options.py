@@ -36,6 +36,8 @@ EXECUTOR = "vllm_ascend_balance.replay.real.executor.CostModelExecutor"
 #: ``trtllm-adp`` (TensorRT-LLM's own router) exists in the simulated engine
 #: only: the real deployment's front end routes with vLLM's balancer.
 ROUTINGS = ("vllm", "round-robin", "trtllm-adp")
+#: ``--peer-router``: a peer behind its own router, or behind ``--routing``'s.
+PEER_ROUTERS = ("own", "shared")
 _IN, _DEP, _CMP, _OUT = "input", "deployment", "comparison", "output"
 
 
@@ -79,6 +81,13 @@ class ReplayOptions:
         "attention-DP router, one global queue, for every mode (the "
         "trtllm-adp peer always uses it); JSONL 'rank' always pins",
         choices=ROUTINGS, group=_IN,
+    )  # fmt: skip
+    peer_router: str = option(
+        "own",
+        "own: a peer that ships its own router (trtllm-adp) runs behind it; "
+        "shared: every peer runs behind --routing's router, like the other "
+        "modes (a peer's admission rule apart from its router; --engine sim)",
+        choices=PEER_ROUTERS, group=_IN,
     )  # fmt: skip
     # deployment
     dp: int = option(2, "data-parallel size", ge=1, group=_DEP)

@@ -47,6 +47,9 @@ class SimOptions:
         kv_cache_tokens: per-rank KV cache in tokens (KV-bound runs; vLLM's
             scheduler preempts when it fills); None: room for every running
             request at its longest.
+        peer_router: ``"own"``: a peer that ships its own router
+            (``PeerPolicy.routing``, TensorRT-LLM's) runs behind it;
+            ``"shared"``: behind :attr:`routing`, like every other mode.
     """
 
     dp_size: int = 2
@@ -60,6 +63,7 @@ class SimOptions:
     longest_request_tokens: int | None = None
     prefill_schedule_interval: int | None = None
     kv_cache_tokens: int | None = None
+    peer_router: str = "own"
 
 
 def _vllm_config(

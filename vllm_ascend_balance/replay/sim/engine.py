@@ -45,6 +45,7 @@ def sim_options(options: ReplayOptions, mode: Mode | None = None) -> SimOptions:
         max_model_len=options.max_model_len,
         cost=options.cost,
         routing=options.routing,
+        peer_router=options.peer_router,
         kv_cache_tokens=options.kv_cache_tokens,
         prefill_schedule_interval=mode.prefill_schedule_interval if mode else None,
     )

@@ -140,7 +140,7 @@ def simulate(
         )
     n = opts.dp_size
     peers = PeerStep(peer, scheds) if peer is not None else None
-    peer_routing = peers.policy.routing if peers is not None else None
+    peer_routing = peers.policy.routing if peers and opts.peer_router == "own" else None
     cls = type(scheds[0])
     cap = admission_cap(scheds[0])
     # The gate's class, not any balance_gather(): vllm-ascend's own
