@@ -260,7 +260,13 @@ class Rig:
                 self.add(f"req-{i}", prompt_len, max_tokens)
 
     def schedule(self, step: int) -> dict[str, Any]:
-        output = self.scheduler.schedule()
+        # As the engine hook asks (wiring/throttle_hook.py): throttled only
+        # where the gate says so, else upstream's own call.
+        throttles = getattr(self.scheduler, "balance_throttles", None)
+        if throttles is not None and throttles():
+            output = self.scheduler.schedule(True)
+        else:
+            output = self.scheduler.schedule()
         normalized = normalize(output)
         self.scheduler.update_from_output(
             output, fake_model_output(self.scheduler, output, step)

@@ -20,7 +20,11 @@ b. the decision equals :func:`expected`, an oracle written from the
 c. the deadline bounds every hold: no run of frozen steps on which some
    rank held a request is longer than the deadline D ("held past the
    deadline");
-d. on a frozen step no rank admits a request from WAITING ("left WAITING").
+d. on a frozen step no rank admits a request from WAITING ("left WAITING");
+e. for a policy that holds chunks (``throttled``): on a frozen step no rank
+   with a decode to run schedules a prefill chunk already in flight ("chunk
+   ran while frozen"); each step runs ``schedule(throttle_prefills)`` as the
+   engine hook asks (``balance_throttles()``).
 
 A policy's test brings a :class:`Policy` (its payload columns, freeze rule,
 settings, examples, coverage labels) and its known-bad gates, built by
@@ -102,13 +106,19 @@ class Policy:
     #: The class sends ``len(running)`` alone (the contract without a
     #: bound): the board is posted that, the columns are still computed.
     flagless: bool = False
+    #: The columns whose flag makes a frozen gather count toward the
+    #: deadline (``throttled``: a chunk in flight counts as a held request).
+    counts: tuple[str, ...] = ("held",)
+    #: Property (e) is checked (the policy holds chunks in flight).
+    holds_chunks: bool = False
 
 
 def payload(scheduler: Any, columns: tuple[str, ...], budget: int) -> Row:
     """``(len(running), *columns)`` from the scheduler's queues: held =
     waiting below the cap, queued = waiting at it, idle = below the cap with
     nothing waiting, starved = waiting with nothing running, riding = a
-    running prompt with at least half the budget left to compute."""
+    running prompt with at least half the budget left to compute, chunk =
+    below the cap with a running prompt not fully computed."""
     running = len(scheduler.running)
     below = running < admission_cap(scheduler)
     waiting = len(scheduler.waiting) > 0
@@ -121,6 +131,8 @@ def payload(scheduler: Any, columns: tuple[str, ...], budget: int) -> Row:
             r.num_prompt_tokens - r.num_computed_tokens >= budget // 2
             for r in scheduler.running
         ),
+        "chunk": below
+        and any(r.num_computed_tokens < r.num_prompt_tokens for r in scheduler.running),
     }
     return (running, *(int(flags[name]) for name in columns))
 
@@ -130,16 +142,23 @@ def anyone(row: list[Row]) -> tuple[bool, ...]:
     return tuple(any(r[i] for r in row) for i in range(1, len(row[0])))
 
 
-def expected(rows: list[list[Row]], cap: int, s: Any, rule: Rule) -> list[str]:
+def expected(
+    rows: list[list[Row]],
+    cap: int,
+    s: Any,
+    rule: Rule,
+    counted: Callable[[list[Row]], bool] | None = None,
+) -> list[str]:
     """The oracle: per gather ``"frozen"``, ``"open"`` or ``"fail-open"``.
     ``rule`` freezes or not; after D consecutive frozen gathers on which some
-    rank held a request the gate opens, whichever rule froze it (a frozen
-    gather with nothing held does not count)."""
+    rank held a request (``counted``: another test of a row) the gate opens,
+    whichever rule froze it (a frozen gather with nothing held does not
+    count)."""
     decisions: list[str] = []
     held_run = 0
     last_open = None  # step of the last opening that had a request to admit
     for step, row in enumerate(rows):
-        held = any(r[1] for r in row)
+        held = counted(row) if counted else any(r[1] for r in row)
         since = math.inf if last_open is None else step - last_open
         freeze = rule(row, since, cap, s)
         if freeze and held and held_run >= s.deadline:
@@ -195,6 +214,7 @@ def policy_trace(
     decided: list[str] = []
     seen: set[str] = set()
     held_run = 0
+    counted = counter(policy)
     for step in range(scenario.horizon):
         for rig in ranks:
             rig.arrive(step)
@@ -203,7 +223,7 @@ def policy_trace(
         board.post([(r[0], () if policy.flagless else r[1:]) for r in row])
         state = _gather(ranks, groups, step, row)
         decided.append(state)
-        if state == "frozen" and any(r[1] for r in row):
+        if state == "frozen" and counted(row):
             held_run += 1
             seen.add("held while frozen")
         elif state != "frozen":
@@ -216,11 +236,25 @@ def policy_trace(
         seen.add(state)
         seen.update(policy.classify(row, state))
         for rig in ranks:
+            running = rig.scheduler.running if policy.holds_chunks else []
+            chunks = {r.request_id for r in running if r.is_prefill_chunk}
+            decoding = len(chunks) < len(running)
             out = rig.schedule(step)
             if state == "frozen":
                 assert out["new"] == [] and out["resumed"] == [], "left WAITING"
-    assert decided == expected(rows, cap, s, policy.rule), "wrong decision"
+            if state == "frozen" and decoding and chunks:
+                seen.add("chunk held")
+                ran = chunks & set(out["num_scheduled_tokens"])
+                assert not ran, f"chunk ran while frozen at step {step}: {ran}"
+    assert decided == expected(rows, cap, s, policy.rule, counted), "wrong decision"
     return seen
+
+
+def counter(policy: Policy) -> Callable[[list[Row]], bool]:
+    """Whether a gather counts toward the deadline: some rank sets one of
+    the policy's :attr:`Policy.counts` columns."""
+    at = [1 + policy.columns.index(name) for name in policy.counts]
+    return lambda row: any(r[i] for r in row for i in at)
 
 
 def check(policy: Policy, make: Make, negative: bool = False) -> set[str]:

@@ -195,8 +195,8 @@ class BalanceSchedulerMixin:
         none for the contract), where "waiting" means a queue the gate holds
         (:data:`HELD_QUEUES`: ``waiting``, and ``skipped_waiting`` /
         ``async_kv_waiting`` where the release has them) is non-empty, and,
-        for a policy that reads chunks (``"cohort"``), whether a long prefill
-        chunk runs here next step (:meth:`_balance_riding`)."""
+        for a policy that reads chunks, whether a long prefill chunk runs
+        here next step (:meth:`_balance_riding`) and any is in flight."""
         running = len(self.running)  # type: ignore[attr-defined]
         rule = self._balance_policy()
         if not rule.sends_flags:
@@ -204,8 +204,26 @@ class BalanceSchedulerMixin:
         waiting = has_held_waiting(self)
         cap = admission_cap(self)
         if rule.reads_chunks:
-            return running, rule.flags(running, waiting, cap, self._balance_riding())
+            return running, rule.flags(
+                running, waiting, cap, self._balance_riding(), self._balance_pending()
+            )
         return running, rule.flags(running, waiting, cap)
+
+    def _balance_pending(self) -> bool:
+        """A running request here has prompt left to prefill (``throttled``)."""
+        running = self.running  # type: ignore[attr-defined]
+        return any(r.num_computed_tokens < r.num_prompt_tokens for r in running)
+
+    def balance_throttles(self) -> bool:
+        """Run this step's ``schedule()`` with ``throttle_prefills=True``?
+        Yes when frozen under a policy that holds chunks (``throttled``);
+        then ``prefill_capacity_bound`` is cleared too: vLLM sets it after a
+        step the seam held, and while set defers nothing. Asked right before
+        ``schedule()`` (:mod:`~vllm_ascend_balance.wiring.throttle_hook`)."""
+        if not (self.balance_frozen and self._balance_policy().holds_chunks):
+            return False
+        self.prefill_capacity_bound = False
+        return True
 
     def _balance_riding(self) -> bool:
         """Whether this rank's next step runs a long prefill chunk anyway:

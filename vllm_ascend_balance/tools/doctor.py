@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from vllm_ascend_balance.gate.policies import WINDOWED
 from vllm_ascend_balance.tools.doctor_args import (
     DESCRIPTION,
     EPILOG,
@@ -132,8 +133,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             shown = "unbounded" if bound is None else bound
             say("freeze bound", f"{shown} ({MAX_FROZEN_SETTING})")
-        windowed = ("aligned", "cohort", "batched")
-        policy = policy_line(plan) if plan.policy in windowed else plan.policy
+        policy = policy_line(plan) if plan.policy in WINDOWED else plan.policy
         say("freeze policy", f"{policy} ({POLICY_SETTING})")
     say("would activate", plan.active)
     for note in plan.notes:

@@ -33,6 +33,7 @@ from typing import Any
 
 import vllm.v1.engine.core as engine_core_mod
 
+from vllm_ascend_balance.gate.policies import POLICIES
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.observability import metrics_dirs, stats_carrier
 from vllm_ascend_balance.wiring import ascend_steering, engine_chain
@@ -41,6 +42,7 @@ from vllm_ascend_balance.wiring.composition import planned_scheduler_cls
 from vllm_ascend_balance.wiring.config import BalanceConfigError
 from vllm_ascend_balance.wiring.engine_hook import install_gather_hook
 from vllm_ascend_balance.wiring.json_flag import json_object
+from vllm_ascend_balance.wiring.throttle_hook import install_throttle_hook
 
 logger = init_logger(__name__)
 
@@ -67,6 +69,8 @@ def run_engine_core(
         ascend_steering.hide_env(os.environ)
     if plan.active:
         install_gather_hook(engine_core_mod.DPEngineCoreProc)
+        if POLICIES[plan.policy].holds_chunks:
+            install_throttle_hook(engine_core_mod.DPEngineCoreProc)
         vllm_config.scheduler_config.scheduler_cls = planned_scheduler_cls(plan)
         notes = "; ".join(
             plan.notes

@@ -20,6 +20,8 @@ from vllm_ascend_balance.gate.policies import (
     DEFAULT_ALIGN_WINDOW,
     DEFAULT_BATCHED_WINDOW,
     DEFAULT_COHORT_WINDOW,
+    DEFAULT_THROTTLED_WINDOW,
+    POLICIES,
 )
 from vllm_ascend_balance.gate.scheduler import SEAM
 from vllm_ascend_balance.wiring import ascend_steering
@@ -36,7 +38,7 @@ from vllm_ascend_balance.wiring.config import (
 )
 from vllm_ascend_balance.wiring.config_read import read_balance_setting
 from vllm_ascend_balance.wiring.config_switch import check_pd_mixed
-from vllm_ascend_balance.wiring.reach import has_seam, unreachable_gate
+from vllm_ascend_balance.wiring.reach import can_throttle, has_seam, unreachable_gate
 
 SERIES_HINT = (
     "patch the installed vLLM with `vllm-ascend-balance patch-vllm` (it picks "
@@ -156,6 +158,13 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             f"{klass.__module__}.{klass.__qualname__}: {why}; use a scheduler_cls "
             f"whose schedule() calls super().schedule(), or unset --scheduler-cls"
         )
+    if POLICIES[setting.policy].holds_chunks and not can_throttle(base):
+        raise BalanceConfigError(
+            f"{POLICY_SETTING} {setting.policy!r} holds prefill chunks through "
+            f"Scheduler.schedule(throttle_prefills), which {base.__qualname__} "
+            f"of the installed vLLM lacks (vLLM 0.27 or later has it): use "
+            f'"batched", or upgrade vLLM'
+        )
     plan.active = True
     bound, held = setting.max_frozen_steps, setting.max_held_steps
     plan.notes.append(
@@ -192,6 +201,16 @@ def policy_line(setting: Any) -> str:
     :class:`ActivationPlan`) does, in a few words, for notes and doctor."""
     if setting.policy == "queued_leader":
         return "queued_leader: freeze only while a rank at the cap has requests waiting"
+    if setting.policy == "throttled":
+        window = setting.align_window or DEFAULT_THROTTLED_WINDOW
+        deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
+        return (
+            f"throttled: new requests and prefill chunks in flight wait for a "
+            f"step every rank with room takes together, after a wait of up to "
+            f"{window} steps that grows with the least loaded rank's running "
+            f"count (none while a rank is starved); no hold past {deadline} "
+            f"held steps"
+        )
     if setting.policy == "batched":
         window = setting.align_window or DEFAULT_BATCHED_WINDOW
         deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE

@@ -48,9 +48,15 @@ silently ignored.
   :class:`~vllm_ascend_balance.gate.policies.cohort.Cohort`) or
   ``"batched"`` (cohort's openings, each after a batching wait that grows
   with the least loaded rank's running count; the same deadline; opt-in,
-  :class:`~vllm_ascend_balance.gate.policies.batched.Batched`).
+  :class:`~vllm_ascend_balance.gate.policies.batched.Batched`) or
+  ``"throttled"`` (batched's openings without the long-chunk one, and
+  prefill chunks in flight held between openings too; the same deadline;
+  opt-in; needs a vLLM whose ``Scheduler.schedule`` takes
+  ``throttle_prefills``,
+  :class:`~vllm_ascend_balance.gate.policies.throttled.Throttled`).
 - ``balance_align_window`` (a positive JSON integer; default 32 for
-  ``aligned``, 16 for ``cohort``, 32 for ``batched``) and
+  ``aligned``, 16 for ``cohort``, 32 for ``batched``, 16 for
+  ``throttled``) and
   ``balance_align_min_load`` (a JSON number from 0 to 1, default 0;
   ``aligned`` only): the most steps between
   two openings, and the fill below which ``aligned`` does not align;
@@ -141,12 +147,12 @@ NEEDS_ALIGNED = ("balance_align_window", "balance_align_min_load")
 #: The policies that read each of :data:`NEEDS_ALIGNED` (refused with any
 #: other policy).
 READ_BY: dict[str, tuple[str, ...]] = {
-    "balance_align_window": ("aligned", "cohort", "batched"),
+    "balance_align_window": policies.WINDOWED,
     "balance_align_min_load": ("aligned",),
 }
 #: The policies whose holds are bounded by ``balance_max_held_steps`` (a
 #: default deadline; ``balance_max_frozen_steps`` refused).
-DEADLINE_POLICIES = ("aligned", "cohort", "batched")
+DEADLINE_POLICIES = policies.WINDOWED
 #: Every key this package reads next to a switch.
 KEYS = (SWITCH, *OPTIONS)
 MAX_FROZEN_SETTING = f"{NESTED}.balance_max_frozen_steps"

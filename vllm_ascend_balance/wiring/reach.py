@@ -24,6 +24,15 @@ def has_seam(scheduler_cls: type = Scheduler) -> bool:
     return callable(getattr(scheduler_cls, SEAM, None))
 
 
+def can_throttle(scheduler_cls: type) -> bool:
+    """Whether ``scheduler_cls.schedule`` takes ``throttle_prefills`` (vLLM
+    0.27 and later): what a chunk-holding policy needs."""
+    schedule = getattr(scheduler_cls, "schedule", None)
+    if schedule is None:
+        return False
+    return "throttle_prefills" in inspect.signature(schedule).parameters
+
+
 def _code_names(code: Any) -> set[str]:
     """Names a code object loads (globals, attributes), nested code included."""
     names = set(code.co_names)

@@ -37,6 +37,7 @@ from vllm_ascend_balance.gate.policies.base import (
     DEFAULT_ALIGN_WINDOW,
     DEFAULT_BATCHED_WINDOW,
     DEFAULT_COHORT_WINDOW,
+    DEFAULT_THROTTLED_WINDOW,
     NEVER,
     Gathered,
     Knobs,
@@ -45,6 +46,7 @@ from vllm_ascend_balance.gate.policies.batched import Batched
 from vllm_ascend_balance.gate.policies.cohort import Cohort
 from vllm_ascend_balance.gate.policies.leader_at_cap import GatePolicy
 from vllm_ascend_balance.gate.policies.queued_leader import QueuedLeader
+from vllm_ascend_balance.gate.policies.throttled import Throttled
 
 __all__ = [
     "DEFAULT_ALIGN_DEADLINE",
@@ -52,6 +54,7 @@ __all__ = [
     "DEFAULT_ALIGN_WINDOW",
     "DEFAULT_BATCHED_WINDOW",
     "DEFAULT_COHORT_WINDOW",
+    "DEFAULT_THROTTLED_WINDOW",
     "NEVER",
     "POLICIES",
     "Aligned",
@@ -61,13 +64,20 @@ __all__ = [
     "Gathered",
     "Knobs",
     "QueuedLeader",
+    "Throttled",
+    "WINDOWED",
     "make_policy",
 ]
 
 #: The policies by ``balance_policy`` name; the first is the contract.
 POLICIES: dict[str, type[GatePolicy]] = {
-    cls.name: cls for cls in (GatePolicy, QueuedLeader, Aligned, Cohort, Batched)
+    cls.name: cls
+    for cls in (GatePolicy, QueuedLeader, Aligned, Cohort, Batched, Throttled)
 }
+#: The policies that read ``balance_align_window`` and bound every hold by
+#: ``balance_max_held_steps`` with a default deadline (``max_frozen_steps``
+#: refused): every policy from ``aligned`` on.
+WINDOWED: tuple[str, ...] = ("aligned", "cohort", "batched", "throttled")
 
 
 def make_policy(name: str, knobs: Knobs) -> GatePolicy:

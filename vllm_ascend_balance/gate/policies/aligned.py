@@ -61,7 +61,12 @@ class Aligned(QueuedLeader):
         self._deadline: int = knobs.max_held_steps  # type: ignore[assignment]
 
     def flags(
-        self, running: int, waiting: bool, cap: int, riding: bool = False
+        self,
+        running: int,
+        waiting: bool,
+        cap: int,
+        riding: bool = False,
+        pending: bool = False,
     ) -> tuple[int, ...]:
         held, queued = GatePolicy.flags(self, running, waiting, cap)
         return held, queued, int(running < cap and not waiting)

@@ -22,6 +22,11 @@ DEFAULT_COHORT_WINDOW = 16
 #: (reached when every rank is at the cap; shorter at a lower load). Tuned on
 #: the simulated engine, seed 0 of the DP 16 cases (docs/peer-policies.md).
 DEFAULT_BATCHED_WINDOW = 32
+#: ``balance_align_window`` of ``throttled``: as ``batched``'s, half as long
+#: (its holds already keep chunks off the steps between openings). Chosen on
+#: the simulated engine, seeds 0-2, and checked on seeds 3-5
+#: (docs/peer-policies.md, "throttled").
+DEFAULT_THROTTLED_WINDOW = 16
 #: ``since`` (``aligned``, ``cohort``) before any opening: the first
 #: request is never held for alignment.
 NEVER = 1 << 30
@@ -49,7 +54,10 @@ class Gathered:
             least half its token budget). Only ``cohort`` and
             ``batched`` send it.
         starved: some rank has requests waiting and none running (it
-            decodes nothing while held). Only ``batched`` sends it.
+            decodes nothing while held). Only ``batched`` and
+            ``throttled`` send it.
+        chunk: some rank below the cap has a prompt still being
+            prefilled (a chunk in flight). Only ``throttled`` sends it.
     """
 
     leader: int
@@ -60,6 +68,7 @@ class Gathered:
     idle: bool = False
     riding: bool = False
     starved: bool = False
+    chunk: bool = False
 
     @classmethod
     def of(
@@ -86,7 +95,7 @@ class Knobs:
     on every rank): the ``balance_*`` keys of the same names.
     ``align_window`` None: the reading policy's own default
     (:data:`DEFAULT_ALIGN_WINDOW`, :data:`DEFAULT_COHORT_WINDOW`,
-    :data:`DEFAULT_BATCHED_WINDOW`)."""
+    :data:`DEFAULT_BATCHED_WINDOW`, :data:`DEFAULT_THROTTLED_WINDOW`)."""
 
     max_frozen_steps: int | None = None
     max_held_steps: int | None = None

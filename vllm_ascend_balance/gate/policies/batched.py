@@ -88,7 +88,12 @@ class Batched(Cohort):
         )
 
     def flags(
-        self, running: int, waiting: bool, cap: int, riding: bool = False
+        self,
+        running: int,
+        waiting: bool,
+        cap: int,
+        riding: bool = False,
+        pending: bool = False,
     ) -> tuple[int, ...]:
         held, queued = GatePolicy.flags(self, running, waiting, cap)
         return held, queued, int(waiting and not running), int(riding)

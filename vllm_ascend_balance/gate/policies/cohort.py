@@ -71,7 +71,12 @@ class Cohort(QueuedLeader):
         self._window: int = knobs.align_window  # type: ignore[assignment]
 
     def flags(
-        self, running: int, waiting: bool, cap: int, riding: bool = False
+        self,
+        running: int,
+        waiting: bool,
+        cap: int,
+        riding: bool = False,
+        pending: bool = False,
     ) -> tuple[int, ...]:
         held, queued = GatePolicy.flags(self, running, waiting, cap)
         return held, queued, int(running < cap and not waiting), int(riding)

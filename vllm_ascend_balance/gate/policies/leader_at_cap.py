@@ -34,6 +34,9 @@ class GatePolicy:
     #: :meth:`flags` takes ``riding`` (the mixin scans its running requests
     #: for it only then).
     reads_chunks: ClassVar[bool] = False
+    #: On a frozen step the ranks also defer prefill chunks in flight
+    #: (``Scheduler.schedule(throttle_prefills=True)``); ``throttled`` only.
+    holds_chunks: ClassVar[bool] = False
 
     def __init__(self, knobs: Knobs) -> None:
         self.knobs = knobs
@@ -42,12 +45,18 @@ class GatePolicy:
         self.sends_flags = knobs.max_held_steps is not None
 
     def flags(
-        self, running: int, waiting: bool, cap: int, riding: bool = False
+        self,
+        running: int,
+        waiting: bool,
+        cap: int,
+        riding: bool = False,
+        pending: bool = False,
     ) -> tuple[int, ...]:
         """This rank's 0/1 flags after ``len(running)`` in the payload,
         where :attr:`sends_flags`: ``(held, queued)``. ``riding`` (a long
-        prefill chunk runs here next step) is passed where
-        :attr:`reads_chunks` only."""
+        prefill chunk runs here next step) and ``pending`` (a prompt is
+        still being prefilled here) are passed where :attr:`reads_chunks`
+        only."""
         below = running < cap
         return int(waiting and below), int(waiting and not below)
 

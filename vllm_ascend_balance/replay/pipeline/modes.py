@@ -29,6 +29,9 @@ every other one is compared with:
 - ``on+batched[:W]``: balance on with ``balance_policy: "batched"``
   (``balance_align_window=W``), its deadline by ``max-held:N``
   (``on+batched:4+max-held:64``).
+- ``on+throttled[:W]``: balance on with ``balance_policy: "throttled"``
+  (``balance_align_window=W``), its deadline by ``max-held:N``
+  (``on+throttled+max-held:64``).
 - peer policies (``--engine sim`` only; :mod:`.peers`): another project's
   DP admission rule through the same seam, balance off. Every knob is a
   positional non-negative integer after the name, ``:``-separated; a field
@@ -70,6 +73,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_ascend_balance.gate.policies import WINDOWED
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
@@ -141,7 +145,7 @@ class Mode:
             keys["balance_align_min_load"] = self.align_min_load
         if self.max_held_steps is not None:
             keys["balance_max_held_steps"] = self.max_held_steps
-        elif self.policy in ("aligned", "cohort", "batched"):
+        elif self.policy in WINDOWED:
             pass  # its deadline is the held bound (its own default)
         elif (frozen := self.max_frozen_steps or max_frozen_steps) is not None:
             keys["balance_max_frozen_steps"] = frozen
@@ -181,7 +185,7 @@ def _one(text: str) -> Mode:
         elif name == "aligned":
             policy = "aligned"
             align = _aligned(text, value)
-        elif name in ("cohort", "batched"):
+        elif name in ("cohort", "batched", "throttled"):
             policy = name
             align = _cohort(text, value)
         elif part == "off" and text == "off":
@@ -197,14 +201,14 @@ def _one(text: str) -> Mode:
                 f"--mode: unknown mode {text!r} (use off, on, interval:N, "
                 f"on+interval:N, on+max-frozen:N, on+max-held:N, "
                 f"on+queued-leader, on+aligned[:W[:P]], on+cohort[:W], "
-                f"on+batched[:W], a peer policy such as "
+                f"on+batched[:W], on+throttled[:W], a peer policy such as "
                 f"sglang-delayer:30 or sglang-pdi:4 (grammar: "
                 f"docs/peer-policies.md), or "
                 f"the shorthands both, aa)"
             )
     if not balance and (policy or "max-frozen" in numbers or "max-held" in numbers):
         raise ModeError(f"--mode {text}: this needs balance on, e.g. on+{text}")
-    if policy in ("aligned", "cohort", "batched") and "max-frozen" in numbers:
+    if policy in WINDOWED and "max-frozen" in numbers:
         raise ModeError(
             f"--mode {text}: {policy} bounds every hold with max-held:N, not "
             f"max-frozen:N"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_ascend_balance.gate.policies import WINDOWED
 from vllm_ascend_balance.replay.model.cost import CostModel
 from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 
@@ -141,7 +142,7 @@ def scheduler_class(vllm_config: Any) -> type:
     held = getattr(plan, "max_held_steps", None)
     policy = getattr(plan, "policy", None)
     compose: Any = compose_scheduler
-    if policy in ("aligned", "cohort", "batched"):
+    if policy in WINDOWED:
         return compose(
             base,
             bound,

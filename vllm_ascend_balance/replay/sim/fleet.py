@@ -198,8 +198,7 @@ def simulate(
             )
             unfinished[rank] = True
         if not engines_running:
-            # START_DP_WAVE: a request reaching an idle deployment wakes every
-            # engine; the wave's step counter restarts.
+            # START_DP_WAVE wakes every engine; the wave's step counter restarts.
             engines_running = True
             step_counter = 0
 
@@ -210,7 +209,8 @@ def simulate(
         for rank, sched in enumerate(scheds):
             batch = idle
             if sched.has_requests():
-                throttle = should_throttle_prefills(interval, step_counter)
+                throttle = gating and sched.balance_throttles()
+                throttle = throttle or should_throttle_prefills(interval, step_counter)
                 if peers is not None:
                     throttle = peers.before_schedule(rank) or throttle
                 so = sched.schedule(throttle) if throttle else sched.schedule()
