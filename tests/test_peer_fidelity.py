@@ -214,11 +214,11 @@ def test_trtllm_low_occupancy_timeout() -> None:
 # ------------------------------------------- item 4: information timing
 
 
-def _seen(tmp: Path, peer: str) -> RankState:
+def _seen(tmp: Path, peer: str, timing: str = "source") -> RankState:
     """What the policy decides on when a request arrives at rank 0 in the
     step being decided (the previous step ended with nothing queued)."""
     scheds = _schedulers(tmp, 2, budget=256, peer=True)
-    step = PeerStep(peer, scheds)
+    step = PeerStep(peer, scheds, timing)
     seen: list[Sequence[RankState]] = []
     decide = step.policy.decide
     step.policy.decide = lambda g: (seen.append(g), decide(g))[1]  # type: ignore[method-assign]
@@ -240,6 +240,14 @@ def test_in_pass_peers_see_this_steps_arrivals(tmp_path: Path) -> None:
     after it took in new requests (the control for the test above)."""
     for peer in ("sglang-delayer", "trtllm-adp", "atom-delayer"):
         assert _seen(tmp_path, peer).waiting == 1, peer
+
+
+def test_peer_timing_gate_decides_on_the_previous_step(tmp_path: Path) -> None:
+    """``--peer-timing gate``: every peer decides where the gate gathers
+    (the real engine's peer gate can do no other), so the simulated engine
+    can measure what that timing costs a peer."""
+    for peer in ("sglang-delayer", "trtllm-adp", "atom-delayer"):
+        assert _seen(tmp_path, peer, "gate").waiting == 0, peer
 
 
 # --------------------------------- item 6: SGLang's prefill-decode interval

@@ -81,7 +81,8 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
         (["--mode", "off,sglang-delayer:x"], "expected sglang-delayer\\[:N"),
         (
             ["--engine", "asyncllm", "--mode", "off,trtllm-adp"],
-            "--mode trtllm-adp: peer policies run on the simulated engine only",
+            "--mode trtllm-adp: this peer ships its own router, .* "
+            "add --peer-router shared or --engine sim",
         ),
         (
             ["--engine", "asyncllm", "--routing", "trtllm-adp"],
@@ -97,6 +98,16 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
 def test_out_of_range_values_are_one_line_errors(argv, words):
     with pytest.raises(ValueError, match=words):
         parse(argv)
+
+
+def test_peers_run_on_the_real_engine_behind_vllms_router():
+    # A peer without a router of its own needs nothing; TensorRT-LLM's needs
+    # the shared router said, since the real front end is vLLM's.
+    parse(["--engine", "asyncllm", "--mode", "off,interval:2,atom-delayer:4"])
+    opts = parse(
+        ["--engine", "asyncllm", "--peer-router", "shared", "--mode", "off,trtllm-adp"]
+    )
+    assert [m.peer for m in opts.modes()] == [None, "trtllm-adp"]
 
 
 def test_mode_grammar():

@@ -122,6 +122,8 @@ class ReplaySettings:
         kv_cache_tokens: KV cache capacity of each rank, in tokens.
         lockstep_timeout_s: how long a rank waits for the others in the
             lock-step collective before failing (engine failure, not a hang).
+        peer: a peer policy's ``--mode`` entry run in place of balance
+            (:mod:`~vllm_ascend_balance.replay.real.peer_gate`), or "".
     """
 
     run_dir: str
@@ -130,6 +132,7 @@ class ReplaySettings:
     cost: CostModel = field(default_factory=CostModel)
     kv_cache_tokens: int = 1 << 20
     lockstep_timeout_s: float = 600.0
+    peer: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

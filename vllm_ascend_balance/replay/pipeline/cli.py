@@ -75,6 +75,8 @@ def _run(options: ReplayOptions, workload: Workload) -> int:
 
     summary = workload.summary()
     shared = " (peers too)" if options.peer_router == "shared" else ""
+    if options.peer_timing == "gate" or options.engine != "sim":
+        shared += ", peers decide on the previous step"
     print(
         f"replay: {summary['requests']} requests from {summary['source']} over "
         f"{summary['span_s']:g} modeled s; DP {options.dp}, cap "

@@ -32,10 +32,12 @@ every other one is compared with:
 - ``on+throttled[:W]``: balance on with ``balance_policy: "throttled"``
   (``balance_align_window=W``), its deadline by ``max-held:N``
   (``on+throttled+max-held:64``).
-- peer policies (``--engine sim`` only; :mod:`.peers`): another project's
-  DP admission rule through the same seam, balance off. Every knob is a
-  positional non-negative integer after the name, ``:``-separated; a field
-  left out takes the source's documented default (below, with its range):
+- peer policies (:mod:`.peers`; on the real engine through
+  :mod:`~vllm_ascend_balance.replay.real.peer_gate`, behind vLLM's router):
+  another project's DP admission rule through the same seam, balance off.
+  Every knob is a positional non-negative integer after the name,
+  ``:``-separated; a field left out takes the source's documented default
+  (below, with its range):
 
   ``sglang-delayer[:N[:W[:Q[:MS[:PDI[:WIN]]]]]]`` (SGLang's PrefillDelayer)
       N = ``--prefill-delayer-max-delay-passes`` (30, >= 1);

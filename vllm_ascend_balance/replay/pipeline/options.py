@@ -28,6 +28,7 @@ from vllm_ascend_balance.replay.pipeline.fields import (
 )
 from vllm_ascend_balance.replay.pipeline.help_text import DESCRIPTION, EPILOG
 from vllm_ascend_balance.replay.pipeline.modes import Mode, parse_modes
+from vllm_ascend_balance.replay.pipeline.option_checks import check_combination
 from vllm_ascend_balance.replay.pipeline.registry import ENGINES
 from vllm_ascend_balance.replay.pipeline.workload import Workload, load_workload
 
@@ -38,6 +39,8 @@ EXECUTOR = "vllm_ascend_balance.replay.real.executor.CostModelExecutor"
 ROUTINGS = ("vllm", "round-robin", "trtllm-adp")
 #: ``--peer-router``: a peer behind its own router, or behind ``--routing``'s.
 PEER_ROUTERS = ("own", "shared")
+#: ``--peer-timing``: what a peer decides on (sim/peer_step.py).
+PEER_TIMINGS = ("source", "gate")
 _IN, _DEP, _CMP, _OUT = "input", "deployment", "comparison", "output"
 
 
@@ -86,8 +89,17 @@ class ReplayOptions:
         "own",
         "own: a peer that ships its own router (trtllm-adp) runs behind it; "
         "shared: every peer runs behind --routing's router, like the other "
-        "modes (a peer's admission rule apart from its router; --engine sim)",
+        "modes (a peer's admission rule apart from its router; the real "
+        "engine's front end is vLLM's router, so it needs shared)",
         choices=PEER_ROUTERS, group=_IN,
+    )  # fmt: skip
+    peer_timing: str = option(
+        "source",
+        "source: a peer decides on what its source's collective sees (after "
+        "this step's arrivals, for most); gate: on the previous step's end, "
+        "where the gate gathers (--engine sim; the real engine's peers always "
+        "decide there)",
+        choices=PEER_TIMINGS, group=_IN,
     )  # fmt: skip
     # deployment
     dp: int = option(2, "data-parallel size", ge=1, group=_DEP)
@@ -130,7 +142,7 @@ class ReplayOptions:
         "comma-separated modes, the first is the baseline: off, on (balance), "
         "interval:N (vLLM's prefill_schedule_interval), on+interval:N, "
         "on+max-frozen:N, on+max-held:N, on+queued-leader (combinable, e.g. "
-        "on+queued-leader+max-held:64), peer policies (--engine sim; knobs "
+        "on+queued-leader+max-held:64), peer policies (knobs "
         "and defaults: docs/peer-policies.md): "
         "sglang-delayer[:N[:W[:Q[:MS[:PDI[:WIN]]]]]], sglang-pdi:PDI, "
         "trtllm-adp[:T[:W[:M[:L]]]], vllm-align[:D[:L[:MS]]], "
@@ -184,46 +196,8 @@ class ReplayOptions:
 
     def __post_init__(self) -> None:
         check_bounds(self)
-        modes = self.modes()  # a bad --mode is a one-line ValueError here
-        if self.max_num_batched_tokens < self.max_num_seqs:
-            # vLLM's SchedulerConfig refuses this deep inside engine start-up.
-            raise ValueError(
-                f"--max-num-batched-tokens ({self.max_num_batched_tokens}) must "
-                f"be >= --max-num-seqs ({self.max_num_seqs}), as vLLM's "
-                "SchedulerConfig requires: raise the budget or lower the cap"
-            )
-        kv = self.kv_cache_tokens
-        if kv is not None and kv < self.max_model_len:
-            # vLLM refuses a cache that cannot hold one request of the model
-            # length; in the simulation such a request would wait forever.
-            raise ValueError(
-                f"--kv-cache-tokens ({kv}) must be >= "
-                f"--max-model-len ({self.max_model_len}), as vLLM requires: "
-                "raise the cache or lower the model length"
-            )
-        if self.dp == 1 and any(mode.balance for mode in modes):
-            raise ValueError(
-                "--dp 1: balance gathers over the DP group and cannot change "
-                "anything with one rank; use --dp 2 or more (or --mode off)"
-            )
-        peer = next((mode.label for mode in modes if mode.peer), None)
-        if peer is not None and self.dp == 1:
-            raise ValueError(
-                f"--mode {peer}: a peer policy coordinates DP ranks and changes "
-                f"nothing with one; use --dp 2 or more"
-            )
-        if self.routing == "trtllm-adp" and self.engine != "sim":
-            raise ValueError(
-                "--routing trtllm-adp: TensorRT-LLM's router runs in the "
-                "simulated engine only (the real deployment's front end "
-                "routes with vLLM's balancer); add --engine sim or use "
-                "--routing vllm"
-            )
-        if peer is not None and self.engine != "sim":
-            raise ValueError(
-                f"--mode {peer}: peer policies run on the simulated engine "
-                f"only (the real deployment has no peer gate); add --engine sim"
-            )
+        # a bad --mode, or options that do not go together: one line
+        check_combination(self, self.modes())
 
     def modes(self) -> list[Mode]:
         """The parsed ``--mode`` list, baseline first."""

@@ -78,6 +78,7 @@ def engine_args(options: ReplayOptions, mode: Mode, run_dir: Path, model: Path) 
         cost=options.cost,
         kv_cache_tokens=options.kv_cache_tokens
         or (options.max_num_seqs + 1) * options.max_model_len,
+        peer=mode.peer or "",
     )
     return AsyncEngineArgs(
         model=str(model),

@@ -56,11 +56,13 @@ from vllm_ascend_balance.replay.real.modeled_clock import (
     ClockKeeper,
     clock_path,
 )
+from vllm_ascend_balance.replay.real.peer_gate import install_peer_scheduler
 from vllm_ascend_balance.replay.real.recorder import (
     RankRecorder,
     install_recording_scheduler,
     rank_file,
     recording_class,
+    scheduler_state,
 )
 
 __all__ = ["SAMPLED_TOKEN_ID", "CostModelExecutor"]
@@ -97,6 +99,9 @@ class CostModelExecutor(Executor):
         self.dp_size: int = parallel.data_parallel_size
         self.recorder = RankRecorder(rank_file(self.settings.run_dir, self.dp_rank))
         self.scheduler: Any = None
+        self._modeled_ms = 0.0
+        if self.settings.peer:  # a peer's rule in place of balance's
+            install_peer_scheduler(self.vllm_config, self.settings.peer, self.modeled_s)
         install_recording_scheduler(self.vllm_config, self)
         self._outputs = OutputModel(self.dp_rank)
         self._pending: ModelRunnerOutput | None = None
@@ -109,6 +114,10 @@ class CostModelExecutor(Executor):
         self._clock: ClockKeeper | None = None
         if self.dp_rank == 0 and board.exists():
             self._clock = ClockKeeper(ClockBoard(board), self.settings.time_scale)
+
+    def modeled_s(self) -> float:
+        """The lock-stepped steps' modeled time so far, in seconds."""
+        return self._modeled_ms / 1000.0
 
     @classmethod
     def engine_scheduler_cls(cls, configured: type) -> type:
@@ -222,24 +231,6 @@ class CostModelExecutor(Executor):
     def _dummy_batch(self) -> None:
         self._forward(Batch(), dummy=True)
 
-    def _scheduler_state(self) -> tuple[int, int, bool, int]:
-        sched = self.scheduler
-        if sched is None:
-            # Loud: without the scheduler every queue length would record 0.
-            raise RuntimeError(
-                "replay recording hook did not attach: vLLM built the "
-                "scheduler before the executor (or ignored scheduler_cls), so "
-                "CostModelExecutor cannot record running/waiting/frozen; the "
-                "replay needs its RecordingSchedulerMixin composed in "
-                "EngineCore.__init__"
-            )
-        return (
-            len(sched.running),
-            len(sched.waiting),
-            bool(getattr(sched, "balance_frozen", False)),
-            int(getattr(sched, "balance_gathers", 0)),
-        )
-
     def _forward(self, batch: Batch, *, dummy: bool) -> None:
         """One forward pass: the lock step (:mod:`.lockstep`) with this
         rank's modeled cost, then the step's record."""
@@ -247,8 +238,9 @@ class CostModelExecutor(Executor):
         cost_ms = self.settings.cost.rank_cost_ms(
             batch.prefill_tokens, batch.decode_requests, batch.decode_context_tokens
         )
-        running, waiting, frozen, gathers = self._scheduler_state()
+        running, waiting, frozen, gathers = scheduler_state(self.scheduler)
         step_ms = self._lockstep.step_ms(cost_ms)
+        self._modeled_ms += step_ms
         clock = self._clock
 
         def publish(deadline: float, back_to_back: bool) -> None:

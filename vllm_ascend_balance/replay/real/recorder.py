@@ -171,3 +171,29 @@ def recording_class(base: type, executor: Any = None) -> type:
         (RecordingSchedulerMixin, base),
         {"replay_executor": executor, "__module__": __name__, "__qualname__": name},
     )
+
+
+def scheduler_state(sched: Any) -> tuple[int, int, bool, int]:
+    """``(running, waiting, frozen, gathers)`` of the rank's scheduler for
+    its step record; "frozen": the gate's freeze or a peer's hold
+    (:mod:`.peer_gate`).
+
+    Raises:
+        RuntimeError: the recording scheduler never attached (``sched`` None).
+    """
+    if sched is None:
+        # Loud: without the scheduler every queue length would record 0.
+        raise RuntimeError(
+            "replay recording hook did not attach: vLLM built the "
+            "scheduler before the executor (or ignored scheduler_cls), so "
+            "CostModelExecutor cannot record running/waiting/frozen; the "
+            "replay needs its RecordingSchedulerMixin composed in "
+            "EngineCore.__init__"
+        )
+    return (
+        len(sched.running),
+        len(sched.waiting),
+        bool(getattr(sched, "balance_frozen", False))
+        or bool(getattr(sched, "peer_hold", False)),
+        int(getattr(sched, "balance_gathers", 0)),
+    )

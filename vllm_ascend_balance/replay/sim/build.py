@@ -48,6 +48,10 @@ class SimOptions:
         kv_cache_tokens: per-rank KV cache in tokens (KV-bound runs; vLLM's
             scheduler preempts when it fills); None: room for every running
             request at its longest.
+        peer_timing: ``"source"``: a peer decides on what its source's
+            collective sees (:mod:`.peer_step`); ``"gate"``: on the previous
+            step's end state, where the gate gathers (the real engine's
+            timing for peers, :mod:`~vllm_ascend_balance.replay.real.peer_gate`).
         peer_router: ``"own"``: a peer that ships its own router
             (``PeerPolicy.routing``, TensorRT-LLM's) runs behind it;
             ``"shared"``: behind :attr:`routing`, like every other mode.
@@ -65,6 +69,7 @@ class SimOptions:
     prefill_schedule_interval: int | None = None
     kv_cache_tokens: int | None = None
     peer_router: str = "own"
+    peer_timing: str = "source"
 
 
 def _vllm_config(

@@ -46,6 +46,7 @@ def sim_options(options: ReplayOptions, mode: Mode | None = None) -> SimOptions:
         cost=options.cost,
         routing=options.routing,
         peer_router=options.peer_router,
+        peer_timing=options.peer_timing,
         kv_cache_tokens=options.kv_cache_tokens,
         prefill_schedule_interval=mode.prefill_schedule_interval if mode else None,
     )

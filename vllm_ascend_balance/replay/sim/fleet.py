@@ -139,7 +139,7 @@ def simulate(
             opts, balance, model_dir, extra, peer_gate=peer is not None
         )
     n = opts.dp_size
-    peers = PeerStep(peer, scheds) if peer is not None else None
+    peers = PeerStep(peer, scheds, opts.peer_timing) if peer is not None else None
     peer_routing = peers.policy.routing if peers and opts.peer_router == "own" else None
     cls = type(scheds[0])
     cap = admission_cap(scheds[0])

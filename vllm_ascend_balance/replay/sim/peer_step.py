@@ -39,9 +39,14 @@ class PeerStep:
     whose hold also covers chunks, ``throttle_prefills`` where ``schedule()``
     has it."""
 
-    def __init__(self, peer: str, scheds: Sequence[Any]) -> None:
+    def __init__(
+        self, peer: str, scheds: Sequence[Any], timing: str = "source"
+    ) -> None:
         self.scheds = scheds
         self.policy = make_policy(peer)
+        #: ``timing`` "gate": decide on the previous step's end state whatever
+        #: the source sees (what the real engine's peer gate can do).
+        self.sees_previous = timing == "gate" or self.policy.sees_previous_step
         window = self.policy.prefill_bs_window
         self.histories = [PassHistory(window) for _ in scheds]
         self.holds: tuple[bool, ...] = (False,) * len(scheds)
@@ -63,7 +68,7 @@ class PeerStep:
         """The step's decision, after this step's arrivals."""
         self.states = self.gather(now_s)
         seen = self.states
-        if self.policy.sees_previous_step and self.previous is not None:
+        if self.sees_previous and self.previous is not None:
             seen = self.previous
         self.holds = self.policy.decide(seen)
         self.throttle_chunks = self.can_throttle and self.policy.holds_chunks()
@@ -102,5 +107,5 @@ class PeerStep:
     def end_step(self, now_s: float) -> None:
         """The state at the end of a step (after ``update_from_output``):
         what a policy that sees the previous step decides on next."""
-        if self.policy.sees_previous_step:
+        if self.sees_previous:
             self.previous = self.gather(now_s)
