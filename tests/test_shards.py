@@ -112,7 +112,7 @@ def _ids(proc: subprocess.Popen[str]) -> list[str]:
 
 @pytest.mark.slow
 def test_shards_collect_to_the_whole_lane() -> None:
-    """scripts/test's shards (``shards.py list 2 N``), collected on this
+    """scripts/test's shards (``shards.py list SHARDS N``), collected on this
     lane, are the lane's tests, each once."""
     split = shards.split(shards.suite_files(), shards.load_table(), shards.SHARDS)
     procs = [_collect(), *(_collect(*files) for files in split)]
