@@ -141,3 +141,16 @@ def test_peer_holds_alike_on_every_rank_and_admits_nothing_held(tmp_path):
 def test_negative_control_a_seam_that_ignores_the_hold_is_caught(tmp_path):
     ranks = _run(tmp_path, bad=True)
     assert admitted_while_held(ranks), "the known-bad seam went unnoticed"
+
+
+def test_a_scheduler_without_the_seam_or_bad_knobs_is_one_line() -> None:
+    from vllm_ascend_balance.replay.peers import PolicyError
+    from vllm_ascend_balance.replay.real.peer_gate import peer_scheduler_class
+
+    class NoSeam:  # an unpatched vLLM's Scheduler, as far as the seam goes
+        pass
+
+    with pytest.raises(PolicyError, match="has no _should_stop_admitting_waiting"):
+        peer_scheduler_class(NoSeam, SPEC, lambda: 0.0)
+    with pytest.raises(PolicyError, match="TIMEOUT_ITERS must be|expected trtllm"):
+        peer_scheduler_class(NoSeam, "trtllm-adp:x", lambda: 0.0)

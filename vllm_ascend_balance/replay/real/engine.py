@@ -76,6 +76,12 @@ class AsyncLLMEngine:
         shutil.rmtree(run_dir, ignore_errors=True)  # an earlier run's records
         run_dir.mkdir(parents=True)
         records = RunRecords(mode, repeat, options.dp)
+        if mode.peer:  # no seam or bad knobs: one line here, not an engine's trace
+            from vllm.v1.core.sched.scheduler import Scheduler
+
+            from vllm_ascend_balance.replay.real.peer_gate import peer_scheduler_class
+
+            peer_scheduler_class(Scheduler, mode.peer, lambda: 0.0)
         routes = [route(r, options) for r in workload.requests]
         late = asyncio.run(
             _deploy_and_send(workload, mode, options, run_dir, routes, records)
