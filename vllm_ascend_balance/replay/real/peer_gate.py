@@ -77,6 +77,9 @@ class RealPeerSchedulerMixin(PeerGateMixin):
         return self.peer_hold and policy.holds_chunks()
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        """vLLM's ``Scheduler.schedule()``, with the pass recorded in the
+        rank's :class:`PassHistory` (before and after, as the simulated
+        engine's ``PeerStep.before_schedule``/``after_schedule`` do)."""
         policy, history = self._peer()
         had_work = history.before(self, self.peer_throttles())
         attempted = None if policy.holds_chunks() else self.peer_state()
@@ -102,7 +105,15 @@ class RealPeerSchedulerMixin(PeerGateMixin):
 
     def peer_decide(self, group: Any) -> None:
         """All-gather every rank's state over ``group`` and set this rank's
-        :attr:`peer_hold` for the next step."""
+        :attr:`peer_hold` for the next step.
+
+        Args:
+            group: vLLM's DP group (``DPEngineCoreProc.dp_group``, gloo;
+                read through ``size()``/``rank()``, so a stateless group
+                works). One collective per call: each rank's
+                :class:`RankState` as one int64 row of 12 fields (``fits``
+                None as -1), gathered into ``(dp_size, 12)``.
+        """
         policy, history = self._peer()
         mine = dataclasses.astuple(self.peer_state())
         row = torch.tensor(
