@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.replay_variants import run_replay, write_jsonl
+from tests.support.replay_variants import one_rank_at_cap, run_replay, write_jsonl
 
 # The replay's real deployment on the main lane's vLLM is exercised by
 # tests/test_replay_sim_validate.py there; this file is the release lane's.
@@ -30,26 +30,10 @@ pytestmark = [
 CAP = 4
 
 
-def _workload() -> list[dict]:
-    # Rank 0: CAP + 2 long requests at once (it stays at the cap); rank 1: a
-    # short request every 0.3 modeled s, which balance holds while rank 0 is
-    # at the cap.
-    rows = [
-        {"arrival_s": 0.0, "prompt_tokens": 64, "output_tokens": 60, "rank": 0}
-        for _ in range(CAP + 2)
-    ]
-    rows += [
-        {"arrival_s": round(0.1 + 0.3 * i, 3), "prompt_tokens": 32,
-         "output_tokens": 4, "rank": 1}
-        for i in range(8)
-    ]  # fmt: skip
-    return sorted(rows, key=lambda r: r["arrival_s"])
-
-
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
-    trace = write_jsonl(tmp / "cap.jsonl", _workload())
+    trace = write_jsonl(tmp / "cap.jsonl", one_rank_at_cap(CAP))
     args = [
         "--trace", str(trace), "--dp", "2", "--mode", "off,on", "--repeat", "2",
         "--max-num-seqs", str(CAP), "--max-num-batched-tokens", "256",

@@ -12,8 +12,8 @@ Checked, per step:
   that vector (the same class, fed the gathered vectors in order);
 - a held step admits no new WAITING request though some wait, and such
   steps occur (not vacuous);
-- negative control: a scheduler whose seam ignores the hold admits on held
-  steps, and the same check flags it.
+- negative control: a scheduler whose seam (and throttle) ignores the hold
+  admits on held steps, and the same check flags it.
 
 What the real AsyncLLM deployment adds (the hooks on ``DPEngineCoreProc``)
 is exercised by ``scripts/replay`` runs recorded in docs/peer-policies.md.
@@ -47,13 +47,18 @@ def _arrivals(rank: int) -> dict[int, int]:
 
 
 def _seam_ignores_hold(cls: type, vllm_scheduler: type) -> type:
-    """Known bad: the seam answers as vLLM's own, whatever the hold."""
+    """Known bad: the seam answers as vLLM's own, whatever the hold, and
+    the hold throttles nothing (on a vLLM with ``throttle_prefills`` the
+    throttle alone would keep a rank with decodes from admitting)."""
 
     def _should_stop_admitting_waiting(self: Any) -> bool:
         return bool(vllm_scheduler._should_stop_admitting_waiting(self))
 
-    seam = {"_should_stop_admitting_waiting": _should_stop_admitting_waiting}
-    return type("Bad", (cls,), seam)
+    bad = {
+        "_should_stop_admitting_waiting": _should_stop_admitting_waiting,
+        "peer_throttles": lambda self: False,
+    }
+    return type("Bad", (cls,), bad)
 
 
 def _rank_main(rank: int, parallel_config: Any, bad: bool, out_path: str) -> None:
@@ -82,8 +87,12 @@ def _rank_main(rank: int, parallel_config: Any, bad: bool, out_path: str) -> Non
         for i in range(_arrivals(rank).get(step, 0)):
             sched.add_request(make_request(f"r{rank}-{step}-{i}", 32, max_tokens=40))
         held, waiting = sched.peer_hold, len(sched.waiting)
+        # The engine's order: _should_throttle_prefills() (the pass noted),
+        # schedule(), the executor's execute_model (the pass recorded).
+        sched.peer_before_pass()
         kwargs = {"throttle_prefills": sched.peer_throttles()} if throttles else {}
         output = sched.schedule(**kwargs)
+        sched.peer_after_pass(output)
         sched.update_from_output(output, fake_model_output(sched, output, step))
         sched.peer_decide(group)
         rows.append(

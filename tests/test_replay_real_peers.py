@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.replay_variants import run_replay, write_jsonl
+from tests.support.replay_variants import one_rank_at_cap, run_replay, write_jsonl
 from vllm_ascend_balance.replay.real.recorder import rank_file, read_rank_file
 
 pytestmark = [
@@ -35,23 +35,10 @@ CAP = 4
 PEER = "trtllm-adp:50:0"
 
 
-def _workload() -> list[dict]:
-    rows = [
-        {"arrival_s": 0.0, "prompt_tokens": 64, "output_tokens": 60, "rank": 0}
-        for _ in range(CAP + 2)
-    ]
-    rows += [
-        {"arrival_s": round(0.1 + 0.3 * i, 3), "prompt_tokens": 32,
-         "output_tokens": 4, "rank": 1}
-        for i in range(8)
-    ]  # fmt: skip
-    return sorted(rows, key=lambda r: r["arrival_s"])
-
-
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("peers")
-    trace = write_jsonl(tmp / "cap.jsonl", _workload())
+    trace = write_jsonl(tmp / "cap.jsonl", one_rank_at_cap(CAP))
     args = [
         "--trace", str(trace), "--dp", "2", "--mode", f"off,{PEER}",
         "--peer-router", "shared", "--repeat", "1",

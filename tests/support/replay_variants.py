@@ -190,6 +190,22 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+def one_rank_at_cap(cap: int) -> list[dict[str, Any]]:
+    """DP 2 rows: rank 0 gets ``cap + 2`` long requests at once (it stays at
+    the cap); rank 1 a short request every 0.3 modeled s, which a gate holds
+    while rank 0 is at the cap (``cap + 10`` requests in all)."""
+    rows = [
+        {"arrival_s": 0.0, "prompt_tokens": 64, "output_tokens": 60, "rank": 0}
+        for _ in range(cap + 2)
+    ]
+    rows += [
+        {"arrival_s": round(0.1 + 0.3 * i, 3), "prompt_tokens": 32,
+         "output_tokens": 4, "rank": 1}
+        for i in range(8)
+    ]  # fmt: skip
+    return sorted(rows, key=lambda r: r["arrival_s"])
+
+
 def skewed_waves(
     dp_size: int,
     *,

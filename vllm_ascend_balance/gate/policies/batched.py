@@ -76,13 +76,15 @@ class Batched(Cohort):
     name: ClassVar[str] = "batched"
     columns: ClassVar[tuple[str, ...]] = ("held", "queued", "starved", "riding")
     reads_chunks: ClassVar[bool] = True
+    #: ``balance_align_window`` when none is set.
+    default_window: ClassVar[int] = DEFAULT_BATCHED_WINDOW
 
     def __init__(self, knobs: Knobs) -> None:
         super().__init__(
             Knobs(
                 None,
                 knobs.max_held_steps or DEFAULT_ALIGN_DEADLINE,
-                knobs.align_window or DEFAULT_BATCHED_WINDOW,
+                knobs.align_window or self.default_window,
                 knobs.align_min_load,
             )
         )

@@ -7,13 +7,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from vllm_ascend_balance.gate.policies.base import (
-    DEFAULT_ALIGN_DEADLINE,
     DEFAULT_THROTTLED_WINDOW,
     Gathered,
-    Knobs,
 )
 from vllm_ascend_balance.gate.policies.batched import Batched, batching_wait
-from vllm_ascend_balance.gate.policies.leader_at_cap import GatePolicy
 
 
 class Throttled(Batched):
@@ -61,16 +58,7 @@ class Throttled(Batched):
     name: ClassVar[str] = "throttled"
     columns: ClassVar[tuple[str, ...]] = ("held", "queued", "starved", "chunk")
     holds_chunks: ClassVar[bool] = True
-
-    def __init__(self, knobs: Knobs) -> None:
-        super().__init__(
-            Knobs(
-                None,
-                knobs.max_held_steps or DEFAULT_ALIGN_DEADLINE,
-                knobs.align_window or DEFAULT_THROTTLED_WINDOW,
-                knobs.align_min_load,
-            )
-        )
+    default_window: ClassVar[int] = DEFAULT_THROTTLED_WINDOW
 
     def flags(
         self,
@@ -80,13 +68,8 @@ class Throttled(Batched):
         riding: bool = False,
         pending: bool = False,
     ) -> tuple[int, ...]:
-        held, queued = GatePolicy.flags(self, running, waiting, cap)
-        return (
-            held,
-            queued,
-            int(waiting and not running),
-            int(pending and running < cap),
-        )
+        held, queued, starved, _ = super().flags(running, waiting, cap)
+        return held, queued, starved, int(pending and running < cap)
 
     def decide(self, seen: Gathered) -> bool:
         self.since += 1

@@ -204,6 +204,9 @@ class CostModelExecutor(Executor):
         the step (only when tokens are scheduled, as a model runner returns
         early on an empty batch); returns ``None`` so that vLLM calls
         :meth:`sample_tokens`."""
+        after_pass = getattr(self.scheduler, "peer_after_pass", None)
+        if after_pass is not None:  # a peer's rule (peer_gate.py) records it
+            after_pass(scheduler_output)
         batch, output, finished = self._outputs.step(scheduler_output, self._step)
         for record in finished:
             self.recorder.write(record)

@@ -8,9 +8,13 @@ deployment can replay them beside ``off`` and balance:
 
 - each rank's scheduler is composed with :class:`RealPeerSchedulerMixin`
   (:class:`~vllm_ascend_balance.replay.peers.base.PeerGateMixin` plus the
-  rank's :class:`~vllm_ascend_balance.replay.peers.state.PassHistory`, kept
-  around each ``schedule()``), so a hold answers True from the upstream
-  seam ``Scheduler._should_stop_admitting_waiting()``;
+  rank's :class:`~vllm_ascend_balance.replay.peers.state.PassHistory`), so a
+  hold answers True from the upstream seam
+  ``Scheduler._should_stop_admitting_waiting()`` and ``schedule()`` itself
+  is vLLM's, untouched; each pass is noted where vLLM asks
+  ``DPEngineCoreProc._should_throttle_prefills()``, right before
+  ``schedule()``, and recorded where the replay's executor receives its
+  ``SchedulerOutput`` (``execute_model``), right after;
 - right after ``DPEngineCoreProc._has_global_unfinished_reqs()`` (where
   the gate gathers, for the deadlock reasons in
   :mod:`vllm_ascend_balance.wiring.engine_hook`) every rank all-gathers its
@@ -18,7 +22,8 @@ deployment can replay them beside ``off`` and balance:
   over vLLM's DP group (gloo), and its own policy instance decides; every
   instance decides the same from the same vector (the lock-step property
   ``tests/test_peer_policies.py`` checks). A policy whose hold covers
-  chunks in flight also answers ``DPEngineCoreProc._should_throttle_prefills()``.
+  chunks in flight also answers yes from ``_should_throttle_prefills()``
+  (hence vLLM 0.27 or later, where the DP engine has it).
 
 **What differs from the simulated engine** (docs/peer-policies.md): a peer
 decides on the state at the end of the previous step (as the gate and
@@ -48,6 +53,7 @@ from vllm_ascend_balance.replay.peers import (
     rank_state,
 )
 from vllm_ascend_balance.wiring.engine_hook import upstream_dp_engine
+from vllm_ascend_balance.wiring.reach import can_throttle
 
 HOOKS = ("_has_global_unfinished_reqs", "_should_throttle_prefills")
 _ORIGINAL = "__vab_peer_original__"
@@ -76,14 +82,23 @@ class RealPeerSchedulerMixin(PeerGateMixin):
         policy, _ = self._peer()
         return self.peer_hold and policy.holds_chunks()
 
-    def schedule(self, *args: Any, **kwargs: Any) -> Any:
-        """vLLM's ``Scheduler.schedule()``, with the pass recorded in the
-        rank's :class:`PassHistory` (before and after, as the simulated
-        engine's ``PeerStep.before_schedule``/``after_schedule`` do)."""
+    def peer_before_pass(self) -> None:
+        """Note the pass about to run (from the engine's
+        ``_should_throttle_prefills()``, which vLLM asks right before each
+        ``schedule()``): what the simulated engine's
+        ``PeerStep.before_schedule`` notes."""
         policy, history = self._peer()
         had_work = history.before(self, self.peer_throttles())
         attempted = None if policy.holds_chunks() else self.peer_state()
-        output = super().schedule(*args, **kwargs)  # type: ignore[misc]
+        self._peer_pass = (had_work, attempted)
+
+    def peer_after_pass(self, output: Any) -> None:
+        """Record the pass that produced ``output`` (a ``SchedulerOutput``;
+        from the replay executor's ``execute_model``, right after
+        ``schedule()``): ``PeerStep.after_schedule``'s record."""
+        _, history = self._peer()
+        had_work, attempted = self.__dict__.pop("_peer_pass", (False, None))
+        # schedule() has already advanced num_computed_tokens.
         extended = any(
             (req := self.requests.get(rid)) is not None  # type: ignore[attr-defined]
             and req.num_computed_tokens - n < req.num_prompt_tokens
@@ -97,7 +112,6 @@ class RealPeerSchedulerMixin(PeerGateMixin):
             attempted=attempted,
             extended=extended,
         )
-        return output
 
     def peer_state(self) -> RankState:
         """The rank's :class:`RankState` now."""
@@ -143,12 +157,20 @@ def peer_scheduler_class(base: type, spec: str, clock: Callable[[], float]) -> t
     ``spec``; ``clock``: the rank's modeled clock, in seconds.
 
     Raises:
-        PolicyError: ``spec`` does not parse, or ``base`` has no seam.
+        PolicyError: ``spec`` does not parse, ``base`` has no seam, or its
+            ``schedule()`` takes no ``throttle_prefills`` (before vLLM 0.27:
+            no ``_should_throttle_prefills()`` to note a pass at).
     """
     make_policy(spec)  # malformed: fail at build time, on every rank alike
-    from vllm_ascend_balance.replay.peers.base import compose_peer_gate
+    from vllm_ascend_balance.replay.peers.base import PolicyError, compose_peer_gate
 
     compose_peer_gate(base)  # the seam check
+    if not can_throttle(base):
+        raise PolicyError(
+            f"--mode {spec}: peer modes on the real engine need vLLM 0.27 or "
+            f"later (DPEngineCoreProc._should_throttle_prefills); use "
+            f"--engine sim with this vLLM"
+        )
     name = f"Peer{base.__name__}"
     return type(
         name,
@@ -171,6 +193,7 @@ def _after_sync(original: Callable[..., bool]) -> Callable[..., bool]:
 def _throttle(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
     @functools.wraps(original)
     def _should_throttle_prefills(self: Any) -> bool:
+        self.scheduler.peer_before_pass()  # schedule() comes next
         return original(self) or self.scheduler.peer_throttles()
 
     setattr(_should_throttle_prefills, _ORIGINAL, original)
@@ -192,12 +215,19 @@ def install_peer_scheduler(
 
 def install_peer_hooks() -> None:
     """Hook vLLM's ``DPEngineCoreProc`` in this engine process (idempotent):
-    the peer's gather after the cross-rank sync, and its chunk hold where
-    vLLM has ``_should_throttle_prefills``."""
+    the peer's gather after the cross-rank sync; the pass noted and the
+    chunk hold in ``_should_throttle_prefills``.
+
+    Raises:
+        TypeError: the DP engine has no such method (before vLLM 0.27;
+            :func:`peer_scheduler_class` refuses such a release first).
+    """
     from vllm.v1.engine.core import DPEngineCoreProc
 
     base = upstream_dp_engine(DPEngineCoreProc)
     for name, wrap in zip(HOOKS, (_after_sync, _throttle), strict=True):
         current = base.__dict__.get(name)
-        if current is not None and not hasattr(current, _ORIGINAL):
+        if current is None:
+            raise TypeError(f"{base.__qualname__} has no {name}()")
+        if not hasattr(current, _ORIGINAL):
             setattr(base, name, wrap(current))
