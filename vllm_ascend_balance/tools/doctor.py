@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 
-from vllm_ascend_balance.gate.policies import WINDOWED
 from vllm_ascend_balance.tools.doctor_args import (
     DESCRIPTION,
     EPILOG,
@@ -80,13 +79,8 @@ def run(args: argparse.Namespace) -> int:
         say(label, value)
     from vllm_ascend_balance.gate.scheduler import SEAM
     from vllm_ascend_balance.wiring import ascend_steering
-    from vllm_ascend_balance.wiring.activation_plan import plan_activation, policy_line
-    from vllm_ascend_balance.wiring.config import (
-        MAX_FROZEN_SETTING,
-        MAX_HELD_SETTING,
-        POLICY_SETTING,
-        BalanceConfigError,
-    )
+    from vllm_ascend_balance.wiring.activation_plan import gate_lines, plan_activation
+    from vllm_ascend_balance.wiring.config import BalanceConfigError
     from vllm_ascend_balance.wiring.reach import has_seam
 
     say("seam present", f"{has_seam()} (Scheduler.{SEAM})")
@@ -126,16 +120,14 @@ def run(args: argparse.Namespace) -> int:
     if plan.active:
         # plan_activation refuses a scheduler_cls the gate cannot reach.
         say("gate reaches seam", f"yes (Scheduler.{SEAM})")
+    shown = gate_lines(plan.setting) if plan.requested else []
     if plan.requested:
-        bound, held = plan.max_frozen_steps, plan.max_held_steps
-        if held is not None:
-            say("freeze bound", f"{held} held steps ({MAX_HELD_SETTING})")
-        else:
-            shown = "unbounded" if bound is None else bound
-            say("freeze bound", f"{shown} ({MAX_FROZEN_SETTING})")
-        policy = policy_line(plan) if plan.policy in WINDOWED else plan.policy
-        say("freeze policy", f"{policy} ({POLICY_SETTING})")
+        policy, bound, exchange = shown
+        say("freeze policy", policy.removeprefix("policy "))
+        say("freeze bound", bound)
+        say("exchange", exchange.removeprefix("exchange "))
     say("would activate", plan.active)
     for note in plan.notes:
-        print(f"  - {note}")
+        if note not in shown:
+            print(f"  - {note}")
     return 0

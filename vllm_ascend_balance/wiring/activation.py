@@ -33,7 +33,6 @@ from typing import Any
 
 import vllm.v1.engine.core as engine_core_mod
 
-from vllm_ascend_balance.gate.policies import POLICIES
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.observability import metrics_dirs, stats_carrier
 from vllm_ascend_balance.wiring import ascend_steering, engine_chain
@@ -69,7 +68,7 @@ def run_engine_core(
         ascend_steering.hide_env(os.environ)
     if plan.active:
         install_gather_hook(engine_core_mod.DPEngineCoreProc)
-        if POLICIES[plan.policy].holds_chunks:
+        if plan.throttles:
             install_throttle_hook(engine_core_mod.DPEngineCoreProc)
         vllm_config.scheduler_config.scheduler_cls = planned_scheduler_cls(plan)
         notes = "; ".join(

@@ -14,27 +14,20 @@ from typing import Any
 
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from vllm_ascend_balance.gate.policies import (
-    DEFAULT_ALIGN_DEADLINE,
-    DEFAULT_ALIGN_MIN_LOAD,
-    DEFAULT_ALIGN_WINDOW,
-    DEFAULT_BATCHED_WINDOW,
-    DEFAULT_COHORT_WINDOW,
-    DEFAULT_THROTTLED_WINDOW,
-    POLICIES,
-)
+from vllm_ascend_balance.gate import bound
+from vllm_ascend_balance.gate.collectives import natural_collective
 from vllm_ascend_balance.gate.scheduler import SEAM
+from vllm_ascend_balance.gate.settings import DEFAULT_POLICY
 from vllm_ascend_balance.wiring import ascend_steering
 from vllm_ascend_balance.wiring.config import (
     COLLECTIVE_SETTING,
-    DEFAULT_COLLECTIVE,
-    DEFAULT_POLICY,
     MAX_FROZEN_SETTING,
     MAX_HELD_SETTING,
     POLICY_SETTING,
     SETTING,
     STALL_SETTING,
     BalanceConfigError,
+    BalanceSetting,
 )
 from vllm_ascend_balance.wiring.config_read import read_balance_setting
 from vllm_ascend_balance.wiring.config_switch import check_pd_mixed
@@ -54,33 +47,44 @@ class ActivationPlan:
     Attributes:
         requested: the setting asks for balance scheduling.
         active: balance will be activated (hook + mixin).
-        source: where the setting came from.
+        setting: the setting read (its ``gate`` goes to the scheduler class).
         scheduler_cls: the scheduler class the config would use without us.
-        max_frozen_steps: the bounded-freeze setting (None = unbounded).
-        max_held_steps: the held-step bound (None = not set).
-        policy: the ``balance_policy`` setting.
-        collective: the ``balance_collective`` setting.
-        align_window, align_min_load: the ``aligned`` policy's
-            ``balance_align_*`` settings (None = its defaults).
         vllm_ascend: the installed vllm-ascend (``"vllm-ascend X.Y.Z"``),
             handed balance off wherever balance is requested
             (:mod:`~vllm_ascend_balance.wiring.ascend_steering`); None: not
             installed.
+        throttles: the policy's chunk holds reach vLLM (its ``schedule``
+            takes ``throttle_prefills``): the throttle hook is installed.
         notes: human-readable reasons (why inactive, what composes).
     """
 
     requested: bool
     active: bool
-    source: str
+    setting: BalanceSetting
     scheduler_cls: type | None = None
-    max_frozen_steps: int | None = None
-    max_held_steps: int | None = None
-    policy: str = DEFAULT_POLICY
-    collective: str = DEFAULT_COLLECTIVE
-    align_window: int | None = None
-    align_min_load: float | None = None
     vllm_ascend: str | None = None
+    throttles: bool = False
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        return self.setting.source
+
+    @property
+    def policy(self) -> str:
+        return self.setting.gate.policy
+
+    @property
+    def max_frozen_steps(self) -> int | None:
+        return self.setting.gate.max_frozen_steps
+
+    @property
+    def max_held_steps(self) -> int | None:
+        return self.setting.gate.max_held_steps
+
+    @property
+    def collective(self) -> str | None:
+        return self.setting.gate.collective
 
 
 def _resolve_scheduler_cls(vllm_config: Any) -> Any:
@@ -106,17 +110,7 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             reach the seam, see :func:`unreachable_gate`).
     """
     setting = read_balance_setting(vllm_config)
-    plan = ActivationPlan(
-        setting.enabled,
-        False,
-        setting.source,
-        max_frozen_steps=setting.max_frozen_steps,
-        max_held_steps=setting.max_held_steps,
-        policy=setting.policy,
-        collective=setting.collective,
-        align_window=setting.align_window,
-        align_min_load=setting.align_min_load,
-    )
+    plan = ActivationPlan(setting.enabled, False, setting)
     if not setting.enabled:
         plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
         return plan
@@ -158,36 +152,22 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             f"{klass.__module__}.{klass.__qualname__}: {why}; use a scheduler_cls "
             f"whose schedule() calls super().schedule(), or unset --scheduler-cls"
         )
-    if POLICIES[setting.policy].holds_chunks and not can_throttle(base):
-        raise BalanceConfigError(
-            f"{POLICY_SETTING} {setting.policy!r} holds prefill chunks through "
-            f"Scheduler.schedule(throttle_prefills), which {base.__qualname__} "
-            f"of the installed vLLM lacks (vLLM 0.27 or later has it): use "
-            f'"batched", or upgrade vLLM'
-        )
     plan.active = True
-    bound, held = setting.max_frozen_steps, setting.max_held_steps
-    plan.notes.append(
-        f"freeze bounded: after {held} consecutive frozen steps that held a "
-        f"request the gate opens for one step ({MAX_HELD_SETTING})"
-        if held is not None
-        else "freeze unbounded (leader at cap freezes every rank until it drains)"
-        if bound is None
-        else f"freeze bounded: after {bound} consecutive frozen steps the gate "
-        f"opens for one step ({MAX_FROZEN_SETTING})"
-    )
-    if setting.policy != DEFAULT_POLICY:
-        plan.notes.append(f"policy {policy_line(setting)} ({POLICY_SETTING})")
+    plan.notes.extend(gate_lines(setting))
+    if bound.plan(setting.gate).policy.holds_chunks:
+        plan.throttles = can_throttle(base)
+        if not plan.throttles:
+            plan.notes.append(
+                f"chunks in flight are not held: {base.__qualname__}.schedule() "
+                f"of the installed vLLM takes no throttle_prefills (vLLM 0.27 "
+                f"or later does); only admission waits ({POLICY_SETTING})"
+            )
     stall = setting.stall_warning_s
     plan.notes.append(
         "stall warning off"
         if stall is None
         else f"stall warning after {stall:g} s in a gather ({STALL_SETTING})"
     )
-    if setting.collective != DEFAULT_COLLECTIVE:
-        plan.notes.append(
-            f"collective {setting.collective} (log-depth, {COLLECTIVE_SETTING})"
-        )
     plan.notes.append(
         f"gate on {base.__name__} (its schedule() reaches Scheduler.{SEAM}), "
         f"gather after DPEngineCoreProc._has_global_unfinished_reqs, "
@@ -196,47 +176,38 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
     return plan
 
 
-def policy_line(setting: Any) -> str:
-    """What the policy of ``setting`` (a ``BalanceSetting`` or an
-    :class:`ActivationPlan`) does, in a few words, for notes and doctor."""
-    if setting.policy == "queued_leader":
-        return "queued_leader: freeze only while a rank at the cap has requests waiting"
-    if setting.policy == "throttled":
-        window = setting.align_window or DEFAULT_THROTTLED_WINDOW
-        deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
-        return (
-            f"throttled: new requests and prefill chunks in flight wait for a "
-            f"step every rank with room takes together, after a wait of up to "
-            f"{window} steps that grows with the least loaded rank's running "
-            f"count (none while a rank is starved); no hold past {deadline} "
-            f"held steps"
+def gate_lines(setting: BalanceSetting) -> list[str]:
+    """What the gate of ``setting`` does, a line per concern (the policy,
+    its bound, its exchange), for the activation notes and ``doctor``."""
+    resolved = bound.plan(setting.gate)
+    policy = resolved.policy
+    knobs = ", ".join(f"{k}={v:g}" for k, v in resolved.knobs.items())
+    lines = [
+        f"policy {policy.name}: {policy.summary}"
+        + (f" ({knobs})" if knobs else "")
+        + (f" ({POLICY_SETTING})" if policy.name != DEFAULT_POLICY else "")
+    ]
+    held, frozen = resolved.max_held_steps, resolved.max_frozen_steps
+    if held is not None:
+        given = setting.gate.max_held_steps is not None
+        lines.append(
+            f"holds bounded: no request is held more than {held} steps before "
+            f"its prefill completes ("
+            + (MAX_HELD_SETTING if given else f"the {policy.name} default")
+            + ")"
         )
-    if setting.policy == "batched":
-        window = setting.align_window or DEFAULT_BATCHED_WINDOW
-        deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
-        return (
-            f"batched: new requests wait for a step every rank with room takes "
-            f"together, after a wait of up to {window} steps that grows with "
-            f"the least loaded rank's running count (none while a rank is "
-            f"starved or a long chunk runs); no hold past {deadline} held steps"
+    elif frozen is not None:
+        lines.append(
+            f"freeze bounded: after {frozen} consecutive frozen steps the gate "
+            f"opens for one step ({MAX_FROZEN_SETTING})"
         )
-    if setting.policy == "cohort":
-        window = setting.align_window or DEFAULT_COHORT_WINDOW
-        deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
-        return (
-            f"cohort: new requests wait for a step every rank with room takes "
-            f"together (a long chunk in flight, every such rank has work, or "
-            f"{window} steps since the last opening); no hold past {deadline} "
-            f"held steps"
+    else:
+        lines.append(
+            "freeze unbounded (leader at cap freezes every rank until it drains)"
         )
-    if setting.policy != "aligned":
-        return f"{setting.policy}: a leader at the cap freezes every rank"
-    window = setting.align_window or DEFAULT_ALIGN_WINDOW
-    load = setting.align_min_load
-    load = DEFAULT_ALIGN_MIN_LOAD if load is None else load
-    deadline = setting.max_held_steps or DEFAULT_ALIGN_DEADLINE
-    return (
-        f"aligned: queued-leader freeze, and above {load:g} of the cap prefills "
-        f"open together at most every {window} steps; no hold past {deadline} "
-        f"held steps"
+    collective = setting.gate.collective or natural_collective(policy.collective)
+    lines.append(
+        f"exchange {collective}"
+        + (f" ({COLLECTIVE_SETTING})" if setting.gate.collective else "")
     )
+    return lines

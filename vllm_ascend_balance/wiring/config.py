@@ -37,38 +37,18 @@ silently ignored.
   a request (WAITING non-empty, below the cap); frozen gathers that hold
   nothing do not count
   (:class:`~vllm_ascend_balance.gate.scheduler.BalanceSchedulerMixin`).
-- ``balance_policy``: ``"leader_at_cap"`` (absent or null: the contract,
-  a leader at the cap freezes every rank), ``"queued_leader"`` (freeze
-  only while a rank at the cap has requests waiting; opt-in) or
-  ``"aligned"`` (that freeze plus prefill alignment across ranks above a
-  load, every hold bounded by ``balance_max_held_steps``, default 64;
-  opt-in, :class:`~vllm_ascend_balance.gate.policies.aligned.Aligned`) or
-  ``"cohort"`` (admission closed by default, opened for every rank
-  together; the same deadline; opt-in,
-  :class:`~vllm_ascend_balance.gate.policies.cohort.Cohort`) or
-  ``"batched"`` (cohort's openings, each after a batching wait that grows
-  with the least loaded rank's running count; the same deadline; opt-in,
-  :class:`~vllm_ascend_balance.gate.policies.batched.Batched`) or
-  ``"throttled"`` (batched's openings without the long-chunk one, and
-  prefill chunks in flight held between openings too; the same deadline;
-  opt-in; needs a vLLM whose ``Scheduler.schedule`` takes
-  ``throttle_prefills``,
-  :class:`~vllm_ascend_balance.gate.policies.throttled.Throttled`).
-- ``balance_align_window`` (a positive JSON integer; default 32 for
-  ``aligned``, 16 for ``cohort``, 32 for ``batched``, 16 for
-  ``throttled``) and
-  ``balance_align_min_load`` (a JSON number from 0 to 1, default 0;
-  ``aligned`` only): the most steps between
-  two openings, and the fill below which ``aligned`` does not align;
-  refused with a policy that does not read them.
+- ``balance_policy``: a name of the gate's policies
+  (:data:`~vllm_ascend_balance.gate.policies.POLICIES`; absent or null: the
+  contract, ``"leader_at_cap"``), and the knobs that policy declares (each a
+  ``balance_*`` key with its type and range); a knob of another policy is
+  refused, and so is a retired policy's name, naming its replacement.
 - ``balance_stall_warning_s``: seconds (a positive JSON number; ``0`` turns
   it off; absent or null = :data:`DEFAULT_STALL_WARNING_S`): a rank whose
   gather has waited that long for its peers logs a warning, repeated at that
   interval, while it waits (:mod:`~vllm_ascend_balance.observability.stall`).
-- ``balance_collective``: ``"all_gather"`` (absent or null: the contract's
-  all-gather of ``len(running)``) or ``"all_reduce_max"`` (the same
-  decisions from ceil(log2 N) point-to-point rounds instead of gloo's N-1
-  ring rounds; see :mod:`~vllm_ascend_balance.gate.collectives`).
+- ``balance_collective``: ``"all_gather"`` or ``"all_reduce_max"`` (absent
+  or null: the policy's own; the contract's is the all-gather of
+  ``len(running)``); see :mod:`~vllm_ascend_balance.gate.collectives`.
 
 Where balance is requested, an unknown ``balance_*`` key, a value of the
 wrong type or a key one typo away from a setting is refused in one line
@@ -102,6 +82,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_ascend_balance.gate import policies
+from vllm_ascend_balance.gate.settings import GateSettings
 
 SWITCH = "enable_balance_scheduling"
 NESTED = "additional_config.scheduler_config"
@@ -124,37 +105,16 @@ CARRIED_KEY = "vllm_ascend_balance"
 #: peer is a stall an operator wants to hear about, and otherwise sees
 #: nowhere (/health stays 200 while every rank waits).
 DEFAULT_STALL_WARNING_S = 60.0
-#: The exchanges :mod:`~vllm_ascend_balance.gate.collectives` implements; the
-#: first is the contract's all-gather of ``len(running)``.
-COLLECTIVES = ("all_gather", "all_reduce_max")
-DEFAULT_COLLECTIVE = COLLECTIVES[0]
-#: The freeze conditions the gate implements; the first is the contract.
-POLICIES = tuple(policies.POLICIES)
-DEFAULT_POLICY = POLICIES[0]
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
-#: The options, with an example value each (for refusals' examples).
-OPTIONS: dict[str, Any] = {
+#: The gate's own options, with an example value each (for refusals'
+#: examples); the policies' knobs come from the registry (:func:`options`).
+GATE_OPTIONS: dict[str, Any] = {
     "balance_max_frozen_steps": 64,
     "balance_max_held_steps": 64,
     "balance_policy": "queued_leader",
     "balance_stall_warning_s": 60,
     "balance_collective": "all_reduce_max",
-    "balance_align_window": policies.DEFAULT_ALIGN_WINDOW,
-    "balance_align_min_load": policies.DEFAULT_ALIGN_MIN_LOAD,
 }
-#: Keys whose example sets ``balance_policy`` too (they need it).
-NEEDS_ALIGNED = ("balance_align_window", "balance_align_min_load")
-#: The policies that read each of :data:`NEEDS_ALIGNED` (refused with any
-#: other policy).
-READ_BY: dict[str, tuple[str, ...]] = {
-    "balance_align_window": policies.WINDOWED,
-    "balance_align_min_load": ("aligned",),
-}
-#: The policies whose holds are bounded by ``balance_max_held_steps`` (a
-#: default deadline; ``balance_max_frozen_steps`` refused).
-DEADLINE_POLICIES = policies.WINDOWED
-#: Every key this package reads next to a switch.
-KEYS = (SWITCH, *OPTIONS)
 MAX_FROZEN_SETTING = f"{NESTED}.balance_max_frozen_steps"
 MAX_HELD_SETTING = f"{NESTED}.balance_max_held_steps"
 POLICY_SETTING = f"{NESTED}.balance_policy"
@@ -162,14 +122,38 @@ STALL_SETTING = f"{NESTED}.balance_stall_warning_s"
 COLLECTIVE_SETTING = f"{NESTED}.balance_collective"
 
 
+def options() -> dict[str, Any]:
+    """Every option key read next to a switch, with an example value: the
+    gate's, every registered policy's knobs (their defaults), and the keys
+    of retired policies (read only to be refused)."""
+    found = dict(GATE_OPTIONS)
+    for policy in policies.POLICIES.values():
+        for knob in policy.knobs:
+            found.setdefault(knob.key, knob.default)
+    for key in policies.RETIRED_KEYS:
+        found.setdefault(key, None)
+    return found
+
+
+def keys() -> tuple[str, ...]:
+    """Every key this package reads next to a switch."""
+    return (SWITCH, *options())
+
+
+#: The options of the built-in policies (:func:`options` at import).
+OPTIONS = options()
+
+
 def example(key: str = SWITCH, where: str = NESTED) -> str:
     """A ``--additional-config`` argument that sets ``key`` (with the switch
-    on) in the section ``where`` (:data:`NESTED` or :data:`TOP`)."""
+    on) in the section ``where`` (:data:`NESTED` or :data:`TOP`); a policy's
+    knob comes with that policy."""
     section: dict[str, Any] = {SWITCH: True}
-    if key in NEEDS_ALIGNED:
-        section["balance_policy"] = "aligned"
+    owners = policies.knob_owners(key)
+    if owners:
+        section["balance_policy"] = owners[0]
     if key != SWITCH:
-        section[key] = OPTIONS[key]
+        section[key] = options()[key]
     body = section if where == TOP else {"scheduler_config": section}
     return f"--additional-config '{json.dumps(body)}'"
 
@@ -194,35 +178,39 @@ class BalanceSetting:
         enabled: whether balance scheduling is requested.
         source: where the value came from (:data:`SETTING`,
             :data:`LEGACY_SETTING`, :data:`ENV_SETTING` or ``"default"``).
-        max_frozen_steps: ``balance_max_frozen_steps``, the most consecutive
-            frozen gathers before a fail-open step; None = unbounded (the
-            contract as it is).
-        max_held_steps: ``balance_max_held_steps``, the most consecutive
-            frozen gathers that held a request before a fail-open step;
-            None = not set. Never set together with ``max_frozen_steps``.
-        policy: ``balance_policy``, one of :data:`POLICIES`.
+        gate: the gate's settings (policy, knobs, bounds, collective), as
+            every rank's gate and the simulated engine receive them.
         stall_warning_s: ``balance_stall_warning_s``, seconds a gather may
             wait for its peers before the rank warns (and again every as
             many seconds); None = off.
-        collective: ``balance_collective``, one of :data:`COLLECTIVES`.
-        align_window: ``balance_align_window``, steps; None = the default.
-        align_min_load: ``balance_align_min_load``, a fraction of the cap;
-            None = the default.
     """
 
     enabled: bool
     source: str
-    max_frozen_steps: int | None = None
-    max_held_steps: int | None = None
-    policy: str = DEFAULT_POLICY
+    gate: GateSettings = GateSettings()
     stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
-    collective: str = DEFAULT_COLLECTIVE
-    align_window: int | None = None
-    align_min_load: float | None = None
+
+    @property
+    def policy(self) -> str:
+        return self.gate.policy
+
+    @property
+    def max_frozen_steps(self) -> int | None:
+        return self.gate.max_frozen_steps
+
+    @property
+    def max_held_steps(self) -> int | None:
+        return self.gate.max_held_steps
+
+    @property
+    def collective(self) -> str | None:
+        return self.gate.collective
 
     def carried(self) -> dict[str, Any]:
         """This setting as the JSON object carried under :data:`CARRIED_KEY`."""
-        return dataclasses.asdict(self)
+        body = dataclasses.asdict(self)
+        body["gate"]["knobs"] = dict(self.gate.knobs)
+        return body
 
 
 def shown(value: Any) -> str:

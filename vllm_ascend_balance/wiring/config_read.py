@@ -16,24 +16,23 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_ascend_balance.gate.settings import GateSettings
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.wiring import config_switch as switch
 from vllm_ascend_balance.wiring import config_values
 from vllm_ascend_balance.wiring.config import (
     CARRIED_KEY,
-    DEFAULT_COLLECTIVE,
-    DEFAULT_POLICY,
     DEFAULT_STALL_WARNING_S,
     ENABLE_EXAMPLE,
-    KEYS,
     LEGACY_SETTING,
     NESTED,
-    OPTIONS,
     SWITCH,
     TOP,
     BalanceConfigError,
     BalanceSetting,
     example,
+    keys,
+    options,
     shown,
 )
 from vllm_ascend_balance.wiring.config_values import require_bool
@@ -58,16 +57,17 @@ def _unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
     keys one typo away from a known one (which would leave it at its
     default, for the bound an unbounded gate)."""
     found = []
+    known = keys()
     for key in section:
-        if not isinstance(key, str) or key in KEYS:
+        if not isinstance(key, str) or key in known:
             continue
-        close = difflib.get_close_matches(key, KEYS, n=1, cutoff=0.85)
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
         if not close and not key.startswith("balance_"):
             continue
         hint = (
             f"did you mean {close[0]}? (e.g. {example(close[0], where)})"
             if close
-            else f"the known ones are {', '.join(KEYS)} (e.g. "
+            else f"the known ones are {', '.join(known)} (e.g. "
             f"{example('balance_max_frozen_steps', where)})"
         )
         found.append(f"{where}.{key} is not a balance scheduling setting: {hint}")
@@ -105,7 +105,7 @@ def _options(
         BalanceConfigError: an option is written in both sections.
     """
     found: dict[str, tuple[str, Any]] = {}
-    for key in OPTIONS:
+    for key in options():
         places = [
             (w, s[key]) for w, s in ((NESTED, sched), (TOP, additional)) if key in s
         ]
@@ -166,7 +166,7 @@ def read_user_setting(
         raise BalanceConfigError(switch_typos[0])
     enabled, source = switch.read_enabled(additional, sched, environ, quiet)
     if not enabled:
-        written = [k for k in OPTIONS if k in sched or k in additional]
+        written = [k for k in options() if k in sched or k in additional]
         if (written or unknown) and not quiet:
             logger.warning(
                 "balance scheduling is off (%s), so %s do nothing",
@@ -176,29 +176,16 @@ def read_user_setting(
         return BalanceSetting(False, source)
     if unknown:
         raise BalanceConfigError(unknown[0])
+    where = TOP if source == LEGACY_SETTING else NESTED
     values = {
-        key: config_values.READERS[key](value, where)
-        for key, (where, value) in _options(additional, sched).items()
+        key: config_values.READERS[key](value, at)
+        if key in config_values.READERS
+        else value
+        for key, (at, value) in _options(additional, sched).items()
     }
-    frozen, held = (
-        values.get("balance_max_frozen_steps"),
-        values.get("balance_max_held_steps"),
-    )
-    config_values.one_bound(frozen, held, TOP)
-    setting = BalanceSetting(
-        True,
-        source,
-        max_frozen_steps=frozen,
-        max_held_steps=held,
-        policy=values.get("balance_policy", DEFAULT_POLICY),
-        stall_warning_s=values.get("balance_stall_warning_s", DEFAULT_STALL_WARNING_S),
-        collective=values.get("balance_collective", DEFAULT_COLLECTIVE),
-        align_window=values.get("balance_align_window"),
-        align_min_load=values.get("balance_align_min_load"),
-    )
-    return config_values.aligned_only(
-        setting, TOP if source == LEGACY_SETTING else NESTED
-    )
+    stall = values.pop("balance_stall_warning_s", DEFAULT_STALL_WARNING_S)
+    gate = config_values.gate_settings(values, where)
+    return BalanceSetting(True, source, gate, stall)
 
 
 def _read_carried(carried: Any) -> BalanceSetting:
@@ -206,7 +193,15 @@ def _read_carried(carried: Any) -> BalanceSetting:
     user's (a hand-written one gets the same refusals)."""
     where = f"{TOP}.{CARRIED_KEY}"
     fields = {f.name for f in dataclasses.fields(BalanceSetting)}
-    if not isinstance(carried, Mapping) or not set(carried) <= fields:
+    gate = carried.get("gate", {}) if isinstance(carried, Mapping) else None
+    gate_fields = {f.name for f in dataclasses.fields(GateSettings)}
+    if (
+        not isinstance(carried, Mapping)
+        or not set(carried) <= fields
+        or not isinstance(gate, Mapping)
+        or not set(gate) <= gate_fields
+        or not isinstance(gate.get("knobs", {}), Mapping)
+    ):
         raise BalanceConfigError(
             f"{where} is written by vllm-ascend-balance for its engine processes "
             f"and must not be set by hand, got {shown(carried)}: remove it and use "
@@ -214,22 +209,20 @@ def _read_carried(carried: Any) -> BalanceSetting:
         )
     enabled = require_bool(carried.get("enabled", False), f"{where}.enabled")
     stall = carried.get("stall_warning_s", DEFAULT_STALL_WARNING_S)
-    frozen = config_values.max_frozen_steps(carried.get("max_frozen_steps"), where)
-    held = config_values.max_held_steps(carried.get("max_held_steps"), where)
-    config_values.one_bound(frozen, held, where)
-    setting = BalanceSetting(
+    values: dict[str, Any] = {
+        "balance_policy": config_values.policy(gate.get("policy"), where),
+        "balance_max_frozen_steps": config_values.max_frozen_steps(
+            gate.get("max_frozen_steps"), where
+        ),
+        "balance_max_held_steps": config_values.max_held_steps(
+            gate.get("max_held_steps"), where
+        ),
+        "balance_collective": config_values.collective(gate.get("collective"), where),
+        **gate.get("knobs", {}),
+    }
+    return BalanceSetting(
         enabled,
         str(carried.get("source", where)),
-        max_frozen_steps=frozen,
-        max_held_steps=held,
-        policy=config_values.policy(carried.get("policy"), where),
-        stall_warning_s=None
-        if stall is None
-        else config_values.stall_warning_s(stall, where),
-        collective=config_values.collective(carried.get("collective"), where),
-        align_window=config_values.align_window(carried.get("align_window"), where),
-        align_min_load=config_values.align_min_load(
-            carried.get("align_min_load"), where
-        ),
+        config_values.gate_settings(values, where),
+        None if stall is None else config_values.stall_warning_s(stall, where),
     )
-    return config_values.aligned_only(setting, where)

@@ -3,9 +3,10 @@
 refusal naming the key, the fix and an example
 (:class:`~vllm_ascend_balance.wiring.config.BalanceConfigError`).
 
-One reader per option (:data:`READERS`, ``(value, where) -> value``; ``where``
-is the section the key is written in), plus the checks across options
-(:func:`one_bound`, :func:`aligned_only`). Used by
+One reader per gate option (:data:`READERS`, ``(value, where) -> value``;
+``where`` is the section the key is written in), one generic reader for a
+policy's knob (:func:`knob`, from its declaration), and the checks across
+options (:func:`one_bound`, :func:`gate_settings`). Used by
 :mod:`~vllm_ascend_balance.wiring.config_read` for what the user wrote and for
 the setting carried to the engines.
 """
@@ -14,21 +15,21 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from vllm_ascend_balance.gate.policies import (
+    POLICIES,
+    RETIRED,
+    RETIRED_KEYS,
+    Knob,
+    knob_owners,
+)
+from vllm_ascend_balance.gate.settings import COLLECTIVES, DEFAULT_POLICY, GateSettings
 from vllm_ascend_balance.wiring.config import (
-    COLLECTIVES,
-    DEADLINE_POLICIES,
-    DEFAULT_COLLECTIVE,
-    DEFAULT_POLICY,
     DEFAULT_STALL_WARNING_S,
     ENABLE_EXAMPLE,
-    NEEDS_ALIGNED,
-    POLICIES,
-    READ_BY,
     BalanceConfigError,
-    BalanceSetting,
     example,
     shown,
 )
@@ -73,7 +74,7 @@ def max_held_steps(value: Any, where: str) -> int | None:
         value,
         where,
         "balance_max_held_steps",
-        "consecutive frozen steps holding a request before the gate opens for one step",
+        "the most steps the gate holds any request before its prefill completes",
         "",
     )
 
@@ -106,15 +107,15 @@ def stall_warning_s(value: Any, where: str) -> float | None:
     return float(value) if value > 0 else None
 
 
-def collective(value: Any, where: str) -> str:
+def collective(value: Any, where: str) -> str | None:
     if value is None:
-        return DEFAULT_COLLECTIVE
+        return None
     if value not in COLLECTIVES:
         raise BalanceConfigError(
             f"{where}.balance_collective must be one of "
             f"{', '.join(shown(c) for c in COLLECTIVES)}, got {shown(value)}: "
             f"use e.g. {example('balance_collective', where)}, or remove the key "
-            f"for the default all_gather"
+            f"for the policy's own"
         )
     return str(value)
 
@@ -122,6 +123,12 @@ def collective(value: Any, where: str) -> str:
 def policy(value: Any, where: str) -> str:
     if value is None:
         return DEFAULT_POLICY
+    if isinstance(value, str) and value in RETIRED:
+        raise BalanceConfigError(
+            f"{where}.balance_policy {shown(value)} was retired: use "
+            f"{shown(RETIRED[value])} (e.g. {example('balance_policy', where)}), "
+            f"or remove the key for the contract ({DEFAULT_POLICY})"
+        )
     if value not in POLICIES:
         close = (
             difflib.get_close_matches(value, list(POLICIES), n=1)
@@ -133,65 +140,74 @@ def policy(value: Any, where: str) -> str:
             f"{where}.balance_policy must be one of "
             f"{', '.join(shown(p) for p in POLICIES)}, got {shown(value)}: "
             f"{hint}use e.g. {example('balance_policy', where)}, or remove the "
-            f"key for the contract (leader_at_cap)"
+            f"key for the contract ({DEFAULT_POLICY})"
         )
     return str(value)
 
 
-def align_window(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    return _positive_int(
-        value,
-        where,
-        "balance_align_window",
-        "the most steps between two aligned prefill openings",
-        " for the default",
+def knob(spec: Knob, value: Any, where: str) -> int | float:
+    """A policy's knob, checked against its declaration (type, range)."""
+    # bool is an int subclass: true must not read as 1.
+    kinds = (int,) if spec.kind is int else (int, float)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or (isinstance(value, float) and not math.isfinite(value))
+        or not spec.low <= value <= spec.high
+    ):
+        kind = "integer" if spec.kind is int else "number"
+        raise BalanceConfigError(
+            f"{where}.{spec.key} must be a JSON {kind} from {spec.low:g} to "
+            f"{spec.high:g} ({spec.doc}), got {shown(value)}: use e.g. "
+            f"{example(spec.key, where)}, or remove the key for its default "
+            f"{spec.default:g}"
+        )
+    return spec.kind(value)
+
+
+def gate_settings(values: Mapping[str, Any], where: str) -> GateSettings:
+    """The gate's settings from the options read (``values``: key -> value,
+    the gate's options already checked), with the checks across options:
+    one bound at most, no retired key, no knob the policy does not read;
+    the policy's knobs checked by their declarations.
+
+    Raises:
+        BalanceConfigError: one line naming the key and the fix.
+    """
+    frozen = values.get("balance_max_frozen_steps")
+    held = values.get("balance_max_held_steps")
+    one_bound(frozen, held, where)
+    name = values.get("balance_policy") or DEFAULT_POLICY
+    spec = POLICIES[name]
+    knobs = []
+    for key, value in values.items():
+        if key in RETIRED_KEYS:
+            raise BalanceConfigError(
+                f"{where}.{key} went with the retired balance_policy "
+                f"{shown(RETIRED_KEYS[key])}: remove the key"
+            )
+        owners = knob_owners(key)
+        if not owners or value is None:
+            continue
+        own = next((k for k in spec.knobs if k.key == key), None)
+        if own is None:
+            names = " and ".join(shown(o) for o in owners)
+            raise BalanceConfigError(
+                f"{where}.{key} is read by balance_policy {names} only, but "
+                f"the policy is {shown(name)}: use e.g. {example(key)}, or "
+                f"remove the key"
+            )
+        knobs.append((key, knob(own, value, where)))
+    return GateSettings(
+        name,
+        tuple(knobs),
+        frozen,
+        held,
+        values.get("balance_collective"),
     )
 
 
-def align_min_load(value: Any, where: str) -> float | None:
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 <= value <= 1
-    ):
-        raise BalanceConfigError(
-            f"{where}.balance_align_min_load must be a JSON number from 0 to 1 "
-            f"(the fill of the cap below which the aligned policy does not "
-            f"align), got {shown(value)}: use e.g. "
-            f"{example('balance_align_min_load', where)}, or remove the key"
-        )
-    return float(value)
-
-
-def aligned_only(setting: BalanceSetting, where: str) -> BalanceSetting:
-    """Refuses knobs the chosen policy would ignore; returns ``setting``."""
-    if setting.policy in DEADLINE_POLICIES and setting.max_frozen_steps is not None:
-        raise BalanceConfigError(
-            f"{where}: balance_policy {shown(setting.policy)} bounds every hold "
-            f"with balance_max_held_steps, not balance_max_frozen_steps: use e.g. "
-            f"{example('balance_max_held_steps', where)} with that policy"
-        )
-    for key in NEEDS_ALIGNED:
-        readers = READ_BY[key]
-        if setting.policy in readers:
-            continue
-        if getattr(setting, key.removeprefix("balance_")) is not None:
-            names = " and ".join(f'"{r}"' for r in readers)
-            raise BalanceConfigError(
-                f"{where}.{key} is read by balance_policy {names} only, but "
-                f"the policy is {setting.policy!r}: use e.g. {example(key)}, or "
-                f"remove the key"
-            )
-    return setting
-
-
 READERS: dict[str, Callable[[Any, str], Any]] = {
-    "balance_align_window": align_window,
-    "balance_align_min_load": align_min_load,
     "balance_policy": policy,
     "balance_max_frozen_steps": max_frozen_steps,
     "balance_max_held_steps": max_held_steps,

@@ -1,91 +1,68 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The gate's freeze policies: one module and one class per
-``balance_policy``, chosen by name.
+"""The gate's policies: one module each, listed once in :data:`POLICIES`.
 
-A small registry (:data:`POLICIES`, :func:`make_policy`), the way vLLM's
-``vllm/v1/core/sched/request_queue.py`` picks a request queue class by its
-scheduling policy's name (``create_request_queue``). Each policy says:
+A policy (:class:`~vllm_ascend_balance.gate.policies.base.Policy`) declares
+its name, one-line summary, knobs, the signals it reads and whether it
+holds prefill chunks, with a pure decision. Everything else reads the
+registry: the configuration reader (knob types, ranges, refusals),
+``doctor`` and the activation notes, the replay's ``--mode`` grammar and the
+simulated engine. The gate bounds every policy's holds itself
+(:mod:`~vllm_ascend_balance.gate.bound`).
 
-- what a rank contributes to the gather beyond ``len(running)``
-  (:meth:`GatePolicy.flags`; the contract contributes nothing, so its payload
-  stays ``len(running)`` alone);
-- whether the gate is frozen this step (:meth:`GatePolicy.decide`), from the
-  exchange's summary of the gathered payload (:class:`Gathered`) and the
-  policy's own run state, itself a function of the gathered summaries seen
-  so far. Every rank receives the same payload, so every rank holds the same
-  state and decides the same.
-
-The run state restarts (:meth:`GatePolicy.restart`) when the DP group object
-is replaced: a rank joining a new group has no history, so an empty one is
-the only state every member can share.
-
-The room: :mod:`.base` (what every policy reads), :mod:`.leader_at_cap`
-(the contract, the class the others refine), then one module per opt-in
-policy. A new policy is one module here, one line in :data:`POLICIES` and
-its property test.
-
-Nothing here touches a scheduler or a tensor; the mixin
-(:class:`~vllm_ascend_balance.gate.scheduler.BalanceSchedulerMixin`) feeds it.
+A new policy is its module here, one line in :data:`POLICIES` (or
+:func:`register` at run time), its property test and its docs.
 """
 
 from __future__ import annotations
 
-from vllm_ascend_balance.gate.policies.aligned import Aligned
-from vllm_ascend_balance.gate.policies.base import (
-    DEFAULT_ALIGN_DEADLINE,
-    DEFAULT_ALIGN_MIN_LOAD,
-    DEFAULT_ALIGN_WINDOW,
-    DEFAULT_BATCHED_WINDOW,
-    DEFAULT_COHORT_WINDOW,
-    DEFAULT_THROTTLED_WINDOW,
-    NEVER,
-    Gathered,
-    Knobs,
-)
-from vllm_ascend_balance.gate.policies.batched import Batched
-from vllm_ascend_balance.gate.policies.cohort import Cohort
-from vllm_ascend_balance.gate.policies.leader_at_cap import GatePolicy
-from vllm_ascend_balance.gate.policies.queued_leader import QueuedLeader
-from vllm_ascend_balance.gate.policies.throttled import Throttled
+from vllm_ascend_balance.gate.policies import leader_at_cap, queued_leader, throttled
+from vllm_ascend_balance.gate.policies.base import OPEN, Decision, Knob, Policy
 
 __all__ = [
-    "DEFAULT_ALIGN_DEADLINE",
-    "DEFAULT_ALIGN_MIN_LOAD",
-    "DEFAULT_ALIGN_WINDOW",
-    "DEFAULT_BATCHED_WINDOW",
-    "DEFAULT_COHORT_WINDOW",
-    "DEFAULT_THROTTLED_WINDOW",
-    "NEVER",
+    "OPEN",
     "POLICIES",
-    "Aligned",
-    "Batched",
-    "Cohort",
-    "GatePolicy",
-    "Gathered",
-    "Knobs",
-    "QueuedLeader",
-    "Throttled",
-    "WINDOWED",
-    "make_policy",
+    "RETIRED",
+    "Decision",
+    "Knob",
+    "Policy",
+    "knob_owners",
+    "register",
 ]
 
 #: The policies by ``balance_policy`` name; the first is the contract.
-POLICIES: dict[str, type[GatePolicy]] = {
-    cls.name: cls
-    for cls in (GatePolicy, QueuedLeader, Aligned, Cohort, Batched, Throttled)
+POLICIES: dict[str, Policy] = {
+    p.name: p for p in (leader_at_cap.POLICY, queued_leader.POLICY, throttled.POLICY)
 }
-#: The policies that read ``balance_align_window`` and bound every hold by
-#: ``balance_max_held_steps`` with a default deadline (``max_frozen_steps``
-#: refused): every policy from ``aligned`` on.
-WINDOWED: tuple[str, ...] = ("aligned", "cohort", "batched", "throttled")
+
+#: Names that were policies once, and the one to use instead.
+RETIRED: dict[str, str] = {
+    "aligned": "throttled",
+    "cohort": "throttled",
+    "batched": "throttled",
+}
+#: Settings that went with a retired policy.
+RETIRED_KEYS: dict[str, str] = {"balance_align_min_load": "aligned"}
 
 
-def make_policy(name: str, knobs: Knobs) -> GatePolicy:
-    """A fresh policy object of ``name`` (one per scheduler: it holds run
-    state).
+def register(policy: Policy) -> None:
+    """Add ``policy`` to :data:`POLICIES` (a plugin, a test).
 
     Raises:
-        KeyError: an unknown name (the configuration reader refuses one
-            earlier, in one line).
+        ValueError: the name is taken, or one of its knob keys is declared
+            differently by another policy.
     """
-    return POLICIES[name](knobs)
+    if policy.name in POLICIES or policy.name in RETIRED:
+        raise ValueError(f"balance_policy {policy.name!r} is already defined")
+    for knob in policy.knobs:
+        for other in POLICIES.values():
+            clash = next((k for k in other.knobs if k.key == knob.key), None)
+            if clash is not None and clash != knob:
+                raise ValueError(f"{knob.key} is declared differently by {other.name}")
+    POLICIES[policy.name] = policy
+
+
+def knob_owners(key: str) -> tuple[str, ...]:
+    """The policies that read the knob ``key``."""
+    return tuple(
+        p.name for p in POLICIES.values() if any(k.key == key for k in p.knobs)
+    )

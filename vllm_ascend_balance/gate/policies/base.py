@@ -1,103 +1,109 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What every policy reads: the gathered summary (:class:`Gathered`), the
-knobs (:class:`Knobs`) and the defaults the policies share.
+"""What a policy is: a name, its knobs, the signals it reads and a pure
+decision (:class:`Policy`); what it decides (:class:`Decision`).
 
-Nothing here decides; the policies (one module each in this package) do.
+A policy never bounds its own holds: the gate does, for every policy alike
+(:mod:`~vllm_ascend_balance.gate.bound`). A policy keeps no mutable state:
+``decide(state, view, knobs)`` returns the next state with the decision, so
+the same gathered views give the same decisions on every rank, and a test
+can replay any trace.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-#: The deadline an ``aligned`` gate holds a request at most, in consecutive
-#: frozen steps, where ``balance_max_held_steps`` is not set (never unbounded).
-DEFAULT_ALIGN_DEADLINE = 64
-#: ``balance_align_window``: the most steps between two aligned openings.
-DEFAULT_ALIGN_WINDOW = 32
-#: ``balance_align_window`` of ``cohort``: the most steps since the last
-#: opening that a held request waits for an idle rank to get work (tuned on
-#: the simulated engine, docs/peer-policies.md).
-DEFAULT_COHORT_WINDOW = 16
-#: ``balance_align_window`` of ``batched``: the most steps an opening waits
-#: (reached when every rank is at the cap; shorter at a lower load). Tuned on
-#: the simulated engine, seed 0 of the DP 16 cases (docs/peer-policies.md).
-DEFAULT_BATCHED_WINDOW = 32
-#: ``balance_align_window`` of ``throttled``: as ``batched``'s, half as long
-#: (its holds already keep chunks off the steps between openings). Chosen on
-#: the simulated engine, seeds 0-2, and checked on seeds 3-5
-#: (docs/peer-policies.md, "throttled").
-DEFAULT_THROTTLED_WINDOW = 16
-#: ``since`` (``aligned``, ``cohort``) before any opening: the first
-#: request is never held for alignment.
-NEVER = 1 << 30
-#: ``balance_align_min_load``: the fill (running / cap) below which
-#: alignment is off. 0: the window alone follows the load (tuned on the
-#: simulated engine, docs/operating.md).
-DEFAULT_ALIGN_MIN_LOAD = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Gathered:
-    """What every rank learns from one exchange (the same on every rank).
-
-    Attributes:
-        leader: the largest ``len(running)`` in the group.
-        lowest: the smallest ``len(running)``.
-        cap: this rank's admission cap (the same configuration on every rank).
-        held: some rank has requests waiting and ``len(running)`` below the
-            cap (it could admit, the gate would hold it).
-        queued: some rank is at the cap with requests waiting.
-        idle: some rank is below the cap with nothing waiting (it cannot
-            take part in an aligned prefill). Only ``aligned`` and
-            ``cohort`` send it.
-        riding: some rank runs a long prefill chunk next step anyway (at
-            least half its token budget). Only ``cohort`` and
-            ``batched`` send it.
-        starved: some rank has requests waiting and none running (it
-            decodes nothing while held). Only ``batched`` and
-            ``throttled`` send it.
-        chunk: some rank below the cap has a prompt still being
-            prefilled (a chunk in flight). Only ``throttled`` sends it.
-    """
-
-    leader: int
-    lowest: int
-    cap: int
-    held: bool = False
-    queued: bool = False
-    idle: bool = False
-    riding: bool = False
-    starved: bool = False
-    chunk: bool = False
-
-    @classmethod
-    def of(
-        cls,
-        leader: int,
-        lowest: int,
-        cap: int,
-        anyone: tuple[bool, ...],
-        columns: tuple[str, ...] | None = None,
-    ) -> Gathered:
-        """From the exchange's ``(max, min, any of each flag)``; ``columns``
-        names the flags in payload order (the policy's
-        :attr:`~vllm_ascend_balance.gate.policies.leader_at_cap.GatePolicy.columns`;
-        None: this class's field order). ``anyone`` may be shorter than
-        ``columns``: the contract without a bound sends no flags."""
-        if columns is None:
-            return cls(leader, lowest, cap, *anyone)
-        return cls(leader, lowest, cap, **dict(zip(columns, anyone, strict=False)))
+from vllm_ascend_balance.gate.signals import View
 
 
 @dataclass(frozen=True)
-class Knobs:
-    """The settings a policy reads (class attributes of the gate, the same
-    on every rank): the ``balance_*`` keys of the same names.
-    ``align_window`` None: the reading policy's own default
-    (:data:`DEFAULT_ALIGN_WINDOW`, :data:`DEFAULT_COHORT_WINDOW`,
-    :data:`DEFAULT_BATCHED_WINDOW`, :data:`DEFAULT_THROTTLED_WINDOW`)."""
+class Knob:
+    """One setting a policy reads.
 
-    max_frozen_steps: int | None = None
-    max_held_steps: int | None = None
-    align_window: int | None = None
-    align_min_load: float = DEFAULT_ALIGN_MIN_LOAD
+    Attributes:
+        key: its ``additional_config.scheduler_config`` key (``balance_*``).
+        kind: ``int`` or ``float`` (a JSON integer or number).
+        default: its value when the configuration leaves it out.
+        low, high: its closed range.
+        doc: one line: what it means, with its unit.
+    """
+
+    key: str
+    kind: type
+    default: int | float
+    low: int | float
+    high: int | float
+    doc: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one step's gate decides, the same on every rank.
+
+    Attributes:
+        hold_waiting: no rank admits a request from the held queues
+            (:data:`~vllm_ascend_balance.gate.signals.HELD_QUEUES`) this step.
+        hold_chunks: ranks with a decode to run also defer the prefill chunks
+            they have in flight (vLLM's ``schedule(throttle_prefills=True)``);
+            only for a policy that declares :attr:`Policy.holds_chunks`.
+        reason: why, one word (the metrics' and the logs' label).
+    """
+
+    hold_waiting: bool
+    hold_chunks: bool = False
+    reason: str = "open"
+
+
+#: The open decision.
+OPEN = Decision(False, False, "open")
+
+#: ``(state, view, knobs) -> (state, decision)``; ``knobs``: every declared
+#: knob's value (defaults filled in).
+Decide = Callable[[Any, View, Mapping[str, Any]], tuple[Any, Decision]]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A ``balance_policy``: declared once, in its own module, and listed in
+    :data:`~vllm_ascend_balance.gate.policies.POLICIES`; the configuration
+    reader, ``doctor``, the activation notes, the replay's ``--mode`` and
+    the simulated engine read everything about it from here.
+
+    Attributes:
+        name: the ``balance_policy`` value.
+        summary: what it does, one line (``doctor``, the activation notes).
+        signals: the :data:`~vllm_ascend_balance.gate.signals.SIGNALS` its
+            decision reads (``leader`` and ``lowest`` always come).
+        decide: the decision (:data:`Decide`), pure.
+        initial: the state at start and whenever the DP group is replaced.
+        knobs: the settings it reads, in ``--mode`` order.
+        holds_chunks: it may defer prefill chunks in flight (needs a vLLM
+            whose ``Scheduler.schedule`` takes ``throttle_prefills``).
+        default_max_held_steps: the hold bound when the configuration sets
+            none (None: unbounded unless configured).
+        source: where the rule comes from (a file, a PR), for credit.
+        collective: the exchange it runs on where ``balance_collective``
+            is unset (None: the log-depth ``all_reduce_max``).
+    """
+
+    name: str
+    summary: str
+    signals: tuple[str, ...]
+    decide: Decide
+    initial: Any = None
+    knobs: tuple[Knob, ...] = ()
+    holds_chunks: bool = False
+    default_max_held_steps: int | None = None
+    source: str = ""
+    collective: str | None = None
+
+    def knob_values(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every declared knob's value: ``given``'s, else the default."""
+        return {k.key: given.get(k.key, k.default) for k in self.knobs}
+
+    @property
+    def mode_name(self) -> str:
+        """Its name in the replay's ``--mode`` grammar (``-`` for ``_``)."""
+        return self.name.replace("_", "-")

@@ -4,22 +4,25 @@ has requests waiting (opt-in)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any
 
-from vllm_ascend_balance.gate.policies.base import Gathered, Knobs
-from vllm_ascend_balance.gate.policies.leader_at_cap import GatePolicy
+from vllm_ascend_balance.gate.policies.base import OPEN, Decision, Policy
+from vllm_ascend_balance.gate.signals import View
+
+_FROZEN = Decision(True, False, "queued_leader")
 
 
-class QueuedLeader(GatePolicy):
-    """``queued_leader``: frozen only while some rank at the cap has
-    requests waiting. A leader at the cap with nothing waiting has no
-    admission to align the others with (docs/peer-policies.md)."""
+def decide(state: None, view: View, knobs: Mapping[str, Any]) -> tuple[None, Decision]:
+    """Hold admission while some rank at its cap has requests waiting: a
+    leader at the cap with nothing waiting has no admission to align the
+    others with."""
+    return None, _FROZEN if view.queued else OPEN
 
-    name: ClassVar[str] = "queued_leader"
 
-    def __init__(self, knobs: Knobs) -> None:
-        super().__init__(knobs)
-        self.sends_flags = True
-
-    def closes(self, seen: Gathered) -> bool:
-        return seen.queued
+POLICY = Policy(
+    name="queued_leader",
+    summary="freeze only while a rank at the cap has requests waiting",
+    signals=("queued",),
+    decide=decide,
+)

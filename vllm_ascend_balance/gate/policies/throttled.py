@@ -1,84 +1,91 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``throttled``: ``batched``'s openings, and prefill chunks already in
-flight held with new requests between them (opt-in; issue 44)."""
+"""``throttled``: new requests enter on steps every rank with room takes
+together; between those steps, ranks with decodes to run also defer the
+prefill chunks they have in flight (opt-in, recommended)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any
 
-from vllm_ascend_balance.gate.policies.base import (
-    DEFAULT_THROTTLED_WINDOW,
-    Gathered,
+from vllm_ascend_balance.gate.policies.base import Decision, Knob, Policy
+from vllm_ascend_balance.gate.signals import View
+
+#: ``since`` before the first opening: the first request is never held for
+#: a batching wait.
+NEVER = 1 << 30
+
+WINDOW = Knob(
+    "balance_align_window",
+    int,
+    16,
+    1,
+    4096,
+    "the longest batching wait, in steps (reached when every rank is at the cap)",
 )
-from vllm_ascend_balance.gate.policies.batched import Batched, batching_wait
+
+_IDLE = Decision(True, False, "idle")
+_STARVED = Decision(False, False, "starved")
+_QUEUED = Decision(True, True, "queued_leader")
+_WAIT = Decision(True, True, "batching_wait")
+_OPENING = Decision(False, False, "opening")
 
 
-class Throttled(Batched):
-    """``throttled``: new requests enter only on opening steps, as with
-    ``batched``, and on the steps between them every rank with decodes to
-    run also defers the prefill chunks it already has in flight.
+def batching_wait(window: int, lowest: int, cap: int) -> int:
+    """Steps an opening waits for more prefills to join it:
+    ``ceil(window * (lowest / cap) ** 2)`` of the smallest running count, so
+    none while some rank runs nothing and ``window`` when every rank is at
+    the cap (the decode work a wait protects grows with the load; the TTFT
+    it costs matters most where it protects little). Integers only, so every
+    rank computes the same."""
+    if cap <= 0:
+        return 0
+    fill = max(0, min(lowest, cap))
+    return -(-window * fill * fill // (cap * cap))
 
-    Why: ``batched`` stops only admission from WAITING. A long prompt
-    admitted on an opening step is prefilled in chunks over the following
-    steps, each chunk slowing every rank's decode (a lock-step step lasts
-    as long as its slowest rank). TensorRT-LLM's attention-DP balance
-    (``PyExecutor._balance_adp_requests``) holds in-flight context as well;
-    vLLM has the same hold for its ``prefill_schedule_interval``
-    (``DPEngineCoreProc._should_throttle_prefills()`` ->
-    ``Scheduler.schedule(throttle_prefills=True)``, which defers prefill
-    work while the rank has decodes). On a frozen step this gate asks
-    vLLM's scheduler for exactly that
-    (:meth:`~vllm_ascend_balance.gate.scheduler.BalanceSchedulerMixin.balance_throttles`).
 
-    Per gather, from the gathered flags ``(held, queued, starved, chunk)``
-    and the smallest running count ``lowest``, with
-    ``B = batching_wait(W, lowest, cap)``
-    (:func:`~vllm_ascend_balance.gate.policies.batched.batching_wait`):
+def decide(since: int, view: View, knobs: Mapping[str, Any]) -> tuple[int, Decision]:
+    """One step, from the gathered ``(leader, lowest, held, queued,
+    starved)``; ``since``: steps since the last opening (this one included).
 
-    1. nothing is held anywhere: frozen; counted by the deadline if some
-       rank below the cap has a prefill in flight (``chunk``: the hold
-       delays it), else not (closed by default, nobody waits);
-    2. some rank has requests waiting and none running (``starved``):
-       open (a hold would leave it idle);
-    3. a rank at the cap has a queue: frozen (``queued_leader``);
-    4. otherwise: open once ``B`` gathers or more passed since the last
-       opening, else frozen.
+    1. no rank below its cap has requests waiting (``held`` false):
+       admission closed (a request arriving now waits for the next
+       opening), chunks run: nothing waits that a hold could align with;
+    2. some rank has requests waiting and none running (``starved``): open;
+    3. some rank at its cap has requests waiting (``queued``): hold
+       admission and chunks in flight until it can join;
+    4. open once ``batching_wait(W, lowest, cap)`` steps or more passed
+       since the last opening, else hold admission and chunks.
 
-    Unlike ``batched`` there is no opening for a long chunk in flight
-    (``riding``): that chunk is held too, and runs on the next opening
-    with everyone's. ``W`` is ``align_window`` (default
-    :data:`DEFAULT_THROTTLED_WINDOW`). Deadline: after ``max_held_steps``
-    (default :data:`DEFAULT_ALIGN_DEADLINE`) consecutive counted gathers the
-    gate opens for one step (a fail-open), so no request and no in-flight
-    chunk waits longer. Needs a vLLM whose ``Scheduler.schedule`` takes
-    ``throttle_prefills`` (activation refuses it otherwise). Rule choices
-    measured on the simulated engine (docs/peer-policies.md, "throttled").
+    A step that opens with requests to admit restarts ``since``.
     """
+    since += 1
+    if not view.held:
+        return since, _IDLE
+    if view.starved:
+        return 0, _STARVED
+    if view.queued:
+        return since, _QUEUED
+    if since < batching_wait(knobs[WINDOW.key], view.lowest, view.cap):
+        return since, _WAIT
+    return 0, _OPENING
 
-    name: ClassVar[str] = "throttled"
-    columns: ClassVar[tuple[str, ...]] = ("held", "queued", "starved", "chunk")
-    holds_chunks: ClassVar[bool] = True
-    default_window: ClassVar[int] = DEFAULT_THROTTLED_WINDOW
 
-    def flags(
-        self,
-        running: int,
-        waiting: bool,
-        cap: int,
-        riding: bool = False,
-        pending: bool = False,
-    ) -> tuple[int, ...]:
-        held, queued, starved, _ = super().flags(running, waiting, cap)
-        return held, queued, starved, int(pending and running < cap)
-
-    def decide(self, seen: Gathered) -> bool:
-        self.since += 1
-        if not seen.held:
-            return self._bounded(True) if seen.chunk else self._closed()
-        if seen.starved:
-            frozen = False
-        elif seen.queued:
-            frozen = True
-        else:
-            frozen = self.since < batching_wait(self._window, seen.lowest, seen.cap)
-        return self._bounded(frozen)
+POLICY = Policy(
+    name="throttled",
+    summary=(
+        "new requests and chunks in flight wait for a step every rank with "
+        "room takes together, after a batching wait that grows with the "
+        "least loaded rank's running count"
+    ),
+    signals=("held", "queued", "starved"),
+    decide=decide,
+    initial=NEVER,
+    knobs=(WINDOW,),
+    holds_chunks=True,
+    default_max_held_steps=64,
+    source=(
+        "TensorRT-LLM PyExecutor._balance_adp_requests (batching_wait_iters); "
+        "vLLM DPEngineCoreProc._should_throttle_prefills"
+    ),
+)

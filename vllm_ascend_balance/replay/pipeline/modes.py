@@ -16,21 +16,10 @@ every other one is compared with:
   recommends);
 - ``on+max-held:N``: balance on with ``balance_max_held_steps=N`` (the
   held-step bound);
-- ``on+queued-leader``: balance on with ``balance_policy:
-  "queued_leader"``, combinable with a bound
-  (``on+queued-leader+max-held:64``, the opt-in rule docs/peer-policies.md
-  recommends).
-- ``on+aligned[:W[:P]]``: balance on with ``balance_policy: "aligned"``
-  (``balance_align_window=W``, ``balance_align_min_load=P/100``), its
-  deadline by ``max-held:N`` (``on+aligned:8:50+max-held:64``).
-- ``on+cohort[:W]``: balance on with ``balance_policy: "cohort"``
-  (``balance_align_window=W``), its deadline by ``max-held:N``
-  (``on+cohort:8+max-held:64``).
-- ``on+batched[:W]``: balance on with ``balance_policy: "batched"``
-  (``balance_align_window=W``), its deadline by ``max-held:N``
-  (``on+batched:4+max-held:64``).
-- ``on+throttled[:W]``: balance on with ``balance_policy: "throttled"``
-  (``balance_align_window=W``), its deadline by ``max-held:N``
+- ``on+POLICY[:K1[:K2...]]``: balance on with ``balance_policy`` POLICY
+  (any of the gate's policies, ``_`` written ``-``: ``on+queued-leader``,
+  ``on+throttled:8``), its knobs positional in the order the policy
+  declares them (``--help`` lists each policy's), combinable with a bound
   (``on+throttled+max-held:64``).
 - peer policies (:mod:`.peers`; on the real engine through
   :mod:`~vllm_ascend_balance.replay.real.peer_gate`, behind vLLM's router):
@@ -75,11 +64,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_ascend_balance.gate.policies import WINDOWED
+from vllm_ascend_balance.gate.policies import POLICIES, RETIRED, Policy
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
 
+_KIND = {int: "an integer", float: "a number"}
 SHORTHANDS = {"both": "off,on", "aa": "off,off"}
 
 
@@ -113,8 +103,7 @@ class Mode:
     max_frozen_steps: int | None = None
     max_held_steps: int | None = None
     policy: str | None = None
-    align_window: int | None = None
-    align_min_load: float | None = None
+    knobs: tuple[tuple[str, int | float], ...] = ()
 
     @property
     def config(self) -> tuple[Any, ...]:
@@ -127,31 +116,62 @@ class Mode:
             self.max_frozen_steps,
             self.max_held_steps,
             self.policy,
-            self.align_window,
-            self.align_min_load,
+            self.knobs,
         )
 
     def bounds(self, max_frozen_steps: int | None) -> dict[str, Any]:
         """The option keys of the balance ``scheduler_config`` for this mode
-        (bound, policy), with ``max_frozen_steps``
+        (bound, policy, knobs), with ``max_frozen_steps``
         (``--balance-max-frozen-steps``) where the mode sets no bound of its
-        own; empty with balance off."""
+        own and its policy has no default one; empty with balance off."""
         if not self.balance:
             return {}
         keys: dict[str, Any] = {}
         if self.policy is not None:
             keys["balance_policy"] = self.policy
-        if self.align_window is not None:
-            keys["balance_align_window"] = self.align_window
-        if self.align_min_load is not None:
-            keys["balance_align_min_load"] = self.align_min_load
+        keys.update(self.knobs)
         if self.max_held_steps is not None:
             keys["balance_max_held_steps"] = self.max_held_steps
-        elif self.policy in WINDOWED:
-            pass  # its deadline is the held bound (its own default)
+        elif self.policy and POLICIES[self.policy].default_max_held_steps:
+            pass  # its own default hold bound
         elif (frozen := self.max_frozen_steps or max_frozen_steps) is not None:
             keys["balance_max_frozen_steps"] = frozen
         return keys
+
+
+def policy_usage(policy: Policy) -> str:
+    """``on+NAME[:K1[:K2]]`` with its knobs' meanings, for ``--help`` and
+    errors."""
+    slots = "".join(f"[:{k.key.removeprefix('balance_').upper()}" for k in policy.knobs)
+    text = f"on+{policy.mode_name}{slots}{']' * len(policy.knobs)}"
+    for k in policy.knobs:
+        text += f"; {k.key.removeprefix('balance_').upper()} = {k.key} ({k.doc})"
+    return text
+
+
+def _by_mode_name(name: str) -> Policy | None:
+    return next((p for p in POLICIES.values() if p.mode_name == name), None)
+
+
+def _knobs(text: str, policy: Policy, value: str) -> tuple[tuple[str, Any], ...]:
+    """The policy's knobs written after its name, positional."""
+    parts = value.split(":") if value else []
+    if len(parts) > len(policy.knobs):
+        raise ModeError(f"--mode {text}: expected {policy_usage(policy)}")
+    knobs = []
+    for spec, part in zip(policy.knobs, parts, strict=False):
+        try:
+            number = spec.kind(part)
+        except ValueError:
+            number = None
+        if number is None or not spec.low <= number <= spec.high:
+            raise ModeError(
+                f"--mode {text}: {spec.key} must be {_KIND[spec.kind]} "
+                f"from {spec.low:g} to {spec.high:g}, got {part!r} (expected "
+                f"{policy_usage(policy)})"
+            )
+        knobs.append((spec.key, number))
+    return tuple(knobs)
 
 
 def _peer(text: str) -> Mode:
@@ -165,11 +185,11 @@ def _peer(text: str) -> Mode:
 
 
 def _one(text: str) -> Mode:
-    from vllm_ascend_balance.replay.peers import POLICIES
+    from vllm_ascend_balance.replay.peers import POLICIES as PEERS
 
-    if text.partition(":")[0] in POLICIES:
+    if text.partition(":")[0] in PEERS:
         return _peer(text)
-    if "+" in text and any(p.partition(":")[0] in POLICIES for p in text.split("+")):
+    if "+" in text and any(p.partition(":")[0] in PEERS for p in text.split("+")):
         raise ModeError(
             f"--mode {text}: a peer policy runs alone (balance off); list it as "
             f"its own mode, e.g. --mode off,on,{text.split('+')[-1]}"
@@ -177,19 +197,20 @@ def _one(text: str) -> Mode:
     balance = False
     policy: str | None = None
     numbers: dict[str, int] = {}
-    align: dict[str, Any] = {}
+    knobs: tuple[tuple[str, Any], ...] = ()
     for part in text.split("+"):
         name, _, value = part.partition(":")
+        found = _by_mode_name(name)
         if part == "on":
             balance = True
-        elif part == "queued-leader":
-            policy = "queued_leader"
-        elif name == "aligned":
-            policy = "aligned"
-            align = _aligned(text, value)
-        elif name in ("cohort", "batched", "throttled"):
-            policy = name
-            align = _cohort(text, value)
+        elif found is not None:
+            policy = found.name
+            knobs = _knobs(text, found, value)
+        elif name.replace("-", "_") in RETIRED:
+            raise ModeError(
+                f"--mode {text}: the {name} policy was retired; use "
+                f"on+{RETIRED[name.replace('-', '_')].replace('_', '-')}"
+            )
         elif part == "off" and text == "off":
             pass
         elif name in ("interval", "max-frozen", "max-held") and part != name:
@@ -199,22 +220,16 @@ def _one(text: str) -> Mode:
                 )
             numbers[name] = int(value)
         else:
+            ours = ", ".join(f"on+{p.mode_name}" for p in POLICIES.values())
             raise ModeError(
                 f"--mode: unknown mode {text!r} (use off, on, interval:N, "
-                f"on+interval:N, on+max-frozen:N, on+max-held:N, "
-                f"on+queued-leader, on+aligned[:W[:P]], on+cohort[:W], "
-                f"on+batched[:W], on+throttled[:W], a peer policy such as "
+                f"on+interval:N, on+max-frozen:N, on+max-held:N, {ours} "
+                f"(with their knobs, --help), a peer policy such as "
                 f"sglang-delayer:30 or sglang-pdi:4 (grammar: "
-                f"docs/peer-policies.md), or "
-                f"the shorthands both, aa)"
+                f"docs/peer-policies.md), or the shorthands both, aa)"
             )
     if not balance and (policy or "max-frozen" in numbers or "max-held" in numbers):
         raise ModeError(f"--mode {text}: this needs balance on, e.g. on+{text}")
-    if policy in WINDOWED and "max-frozen" in numbers:
-        raise ModeError(
-            f"--mode {text}: {policy} bounds every hold with max-held:N, not "
-            f"max-frozen:N"
-        )
     if "max-frozen" in numbers and "max-held" in numbers:
         raise ModeError(
             f"--mode {text}: max-frozen and max-held are two bounds of one "
@@ -227,41 +242,8 @@ def _one(text: str) -> Mode:
         max_frozen_steps=numbers.get("max-frozen"),
         max_held_steps=numbers.get("max-held"),
         policy=policy,
-        **align,
+        knobs=knobs,
     )
-
-
-def _aligned(text: str, value: str) -> dict[str, Any]:
-    """``aligned[:W[:P]]``'s knobs: W steps >= 1, P percent 0-100."""
-    parts = value.split(":") if value else []
-    if len(parts) > 2 or not all(p.isdigit() for p in parts):
-        raise ModeError(
-            f"--mode {text}: aligned[:W[:P]] needs integers W >= 1 (steps) and "
-            f"P from 0 to 100 (percent of the cap), e.g. on+aligned:8:50"
-        )
-    knobs: dict[str, Any] = {}
-    if parts:
-        knobs["align_window"] = int(parts[0])
-    if len(parts) == 2:
-        knobs["align_min_load"] = int(parts[1]) / 100
-    if knobs.get("align_window", 1) < 1 or knobs.get("align_min_load", 0) > 1:
-        raise ModeError(
-            f"--mode {text}: aligned[:W[:P]] needs W >= 1 and P <= 100, "
-            f"e.g. on+aligned:8:50"
-        )
-    return knobs
-
-
-def _cohort(text: str, value: str) -> dict[str, Any]:
-    """``cohort[:W]``'s and ``batched[:W]``'s knob: W steps >= 1."""
-    if not value:
-        return {}
-    if not value.isdigit() or int(value) < 1:
-        raise ModeError(
-            f"--mode {text}: cohort[:W] and batched[:W] need an integer W >= 1 "
-            f"(steps), e.g. on+cohort:8+max-held:64"
-        )
-    return {"align_window": int(value)}
 
 
 def parse_modes(text: str) -> list[Mode]:

@@ -141,8 +141,9 @@ class ReplayOptions:
         "off,on",
         "comma-separated modes, the first is the baseline: off, on (balance), "
         "interval:N (vLLM's prefill_schedule_interval), on+interval:N, "
-        "on+max-frozen:N, on+max-held:N, on+queued-leader (combinable, e.g. "
-        "on+queued-leader+max-held:64), peer policies (knobs "
+        "on+max-frozen:N, on+max-held:N, on+POLICY[:KNOBS] for the gate's "
+        "policies (on+queued-leader, on+throttled[:W]; combinable, e.g. "
+        "on+throttled+max-held:64), peer policies (knobs "
         "and defaults: docs/peer-policies.md): "
         "sglang-delayer[:N[:W[:Q[:MS[:PDI[:WIN]]]]]], sglang-pdi:PDI, "
         "trtllm-adp[:T[:W[:M[:L]]]], vllm-align[:D[:L[:MS]]], "

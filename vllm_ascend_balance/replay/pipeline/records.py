@@ -101,8 +101,9 @@ class GatherRecord:
     """One balance gather of one rank: ``n`` (gathers so far), ``local``
     (this rank's ``len(running)`` sent), ``gathered`` (the running counts,
     index = DP rank), ``frozen`` (the decision), ``cap``, and ``flags``:
-    each rank's ``[held, queued]`` (``aligned``: ``[held, queued, idle]``)
-    where an opt-in rule gathers them, else None."""
+    each rank's further quantities (the policy's layout after
+    ``len(running)``, :class:`~vllm_ascend_balance.gate.signals.Layout`) where
+    it gathers them, else None."""
 
     rank: int
     n: int

@@ -6,13 +6,13 @@ them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_ascend_balance.gate.policies import WINDOWED
 from vllm_ascend_balance.replay.model.cost import CostModel
 from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 
@@ -141,24 +141,11 @@ def scheduler_class(vllm_config: Any) -> type:
     base = vllm_config.scheduler_config.get_scheduler_cls()
     if not plan.active:
         return base
-    # Releases of this package with the bounded freeze compose with the
-    # bound read from the same config (activation's plan carries it).
-    bound = getattr(plan, "max_frozen_steps", None)
-    held = getattr(plan, "max_held_steps", None)
-    policy = getattr(plan, "policy", None)
-    compose: Any = compose_scheduler
-    if policy in WINDOWED:
-        return compose(
-            base,
-            bound,
-            max_held_steps=held,
-            policy=policy,
-            align_window=plan.align_window,
-            align_min_load=plan.align_min_load,
-        )
-    if held is not None or policy not in (None, "leader_at_cap"):
-        return compose(base, bound, max_held_steps=held, policy=policy)
-    return compose(base) if bound is None else compose(base, bound)
+    # The ranks share one process: the stand-in group serves the all-gather
+    # (every exchange gives the same view, tests/test_collectives.py).
+    return compose_scheduler(
+        base, dataclasses.replace(plan.setting.gate, collective="all_gather")
+    )
 
 
 def build_schedulers(

@@ -49,14 +49,14 @@ class GatherBoard:
         self.rows: list[tuple[int, ...]] = [(0,)] * dp_size
         self.gathers: list[int] = [0] * dp_size
 
-    def post(self, payloads: Sequence[int | tuple[int, tuple[int, ...]]]) -> None:
+    def post(self, payloads: Sequence[int | tuple[int, ...]]) -> None:
         """Every rank's contribution to the next gather, index = DP rank:
-        ``BalanceSchedulerMixin.admission_payload()`` of each, or a bare
-        ``len(running)``."""
-        pairs = [p if isinstance(p, tuple) else (p, ()) for p in payloads]
-        self.values = [running for running, _ in pairs]
-        self.rows = [(running, *flags) for running, flags in pairs]
-        vector = torch.tensor(self.rows, dtype=torch.int64)
+        ``BalanceSchedulerMixin.admission_payload()`` of each (its
+        quantities, ``len(running)`` first), or a bare ``len(running)``."""
+        rows = [p if isinstance(p, tuple) else (p,) for p in payloads]
+        self.values = [row[0] for row in rows]
+        self.rows = rows
+        vector = torch.tensor(rows, dtype=torch.int64)
         self.vector = vector[:, 0] if vector.shape[1] == 1 else vector
 
 
