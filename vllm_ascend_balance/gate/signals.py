@@ -26,7 +26,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-#: The scheduler queues a held step keeps from admission.
+#: Queues of requests without KV blocks that a held step keeps from
+#: admission, where the release has them: ``waiting`` (every release),
+#: ``skipped_waiting`` (0.27-0.33), ``async_kv_waiting`` (0.34 on: requests
+#: that would start an async KV load, with ``--max-num-inflight-kv-loads``;
+#: the seam holds it as ``PauseState.PAUSED_NEW`` does).
 HELD_QUEUES = ("waiting", "skipped_waiting", "async_kv_waiting")
 #: How a signal combines across ranks.
 COMBINES = ("max", "min", "any")

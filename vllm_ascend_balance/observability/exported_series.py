@@ -45,15 +45,16 @@ SERIES = (
         "vllm:balance_frozen_gathers",
         "counter",
         "balance_frozen_gathers",
-        "Gathers that froze admission from WAITING on every DP rank "
-        "(largest running count equal to the admission cap).",
+        "Gathers that held admission from WAITING on every DP rank (with the "
+        "default policy: largest running count equal to the admission cap).",
     ),
     Series(
         "vllm:balance_fail_open_steps",
         "counter",
         "balance_fail_opens",
-        "Gathers that found the leader at the cap but opened the gate because "
-        "balance_max_frozen_steps consecutive gathers had frozen.",
+        "Gathers on which the policy would have held but a bound of the gate "
+        "opened it (balance_max_held_steps: a request reached its hold bound; "
+        "balance_max_frozen_steps: that many consecutive frozen gathers).",
     ),
     Series(
         "vllm:balance_gather_seconds",

@@ -60,12 +60,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-#: Queues of requests without KV blocks that a frozen step holds, where the
-#: release has them: ``waiting`` (every release), ``skipped_waiting``
-#: (0.27-0.33), ``async_kv_waiting`` (0.34 on: requests that would start an
-#: async KV load, with ``--max-num-inflight-kv-loads``; the seam holds it as
-#: ``PauseState.PAUSED_NEW`` does). The gate's payload reads the same list.
-HELD_QUEUES = ("waiting", "skipped_waiting", "async_kv_waiting")
+from vllm_ascend_balance.gate.signals import HELD_QUEUES
+
 #: Queues where a request keeps its entry but the gate does not hold it.
 KEPT_QUEUES = ("kv_holding_waiting",)
 

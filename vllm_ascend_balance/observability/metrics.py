@@ -39,7 +39,9 @@ how long each request admitted to RUNNING waited while the gate held admission
 
 Each engine core also logs one INFO line per vLLM stats interval
 (``VLLM_LOG_STATS_INTERVAL``, only when stats logging is on): freeze share,
-fail-open steps and the gather's p50/p99 over the interval.
+fail-open steps, the gather's p50/p99 and the decisions by reason
+(``balance_reasons``: the policy's, or the gate's ``deadline`` and
+``frozen_bound``) over the interval.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class EngineBalanceMetrics:
         self._next_log = time.monotonic() + (log_interval_s or 0.0)
         self._interval_gather_s: list[float] = []
         self._interval_start: tuple[int, int, int] = (0, 0, 0)
+        self._interval_reasons: dict[str, int] = {}
         self._files: list[tuple[Any, str, str]] = []
         self._histograms: list[HistogramFile] = []
         self.held_wait = HeldWait()
@@ -206,10 +209,15 @@ class EngineBalanceMetrics:
         frozen = scheduler.balance_frozen_gathers - frozen0
         fail_opens = scheduler.balance_fail_opens - fail0
         samples = sorted(self._interval_gather_s)
+        reasons = dict(getattr(scheduler, "balance_reasons", {}))
+        counted = {
+            reason: n - self._interval_reasons.get(reason, 0)
+            for reason, n in sorted(reasons.items())
+        }
         logger.info(
             "balance scheduling, DP rank %d: %d gathers, %.1f%% frozen, "
             "%d fail-open steps, gather p50 %.3f ms, p99 %.3f ms, "
-            "running spread %d",
+            "running spread %d, decisions %s",
             self.dp_rank,
             gathers,
             100.0 * frozen / gathers if gathers else 0.0,
@@ -217,7 +225,9 @@ class EngineBalanceMetrics:
             1e3 * _quantile(samples, 0.5),
             1e3 * _quantile(samples, 0.99),
             scheduler.balance_spread,
+            " ".join(f"{r}={n}" for r, n in counted.items() if n) or "none",
         )
+        self._interval_reasons = reasons
         self._interval_start = (
             scheduler.balance_gathers,
             scheduler.balance_frozen_gathers,
