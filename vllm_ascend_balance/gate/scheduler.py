@@ -149,6 +149,7 @@ class BalanceSchedulerMixin:
         next ``schedule()``. No-op without a group."""
         group = self.dp_group
         if group is None:
+            self._balance_payload = None
             return
         plan = self.balance_plan()
         state = self._balance_state
