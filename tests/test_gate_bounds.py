@@ -48,17 +48,21 @@ GATES = {
 }
 
 
-def leader_trace(base: type = Scheduler, regroup: int | None = 7) -> Trace:
-    """Rank 0 stays at the cap (2) with a queue; rank 1 gets a request on a
-    held step; the group is replaced at step 7, two steps into a frozen run
-    under N = 3."""
+def leader_trace(
+    base: type = Scheduler, regroup: int | None = 7, joiner: bool = False
+) -> Trace:
+    """Rank 0 stays at the cap (2) with a queue; rank 1, decoding, gets a
+    40-token prompt on a held step (chunked once admitted); the group is
+    replaced at step 7, two steps into a frozen run under N = 3."""
     leader = tuple((0, 8, 40) for _ in range(4))
-    return Trace(base, 2, 16, 14, (leader, ((3, 8, 4),)), regroup=regroup)
+    rank1 = ((1, 4, 40), (4, 40, 4))
+    joins = ((7, 8, 4), (9, 8, 4)) if joiner else None
+    return Trace(base, 2, 16, 14, (leader, rank1), regroup=regroup, joiner=joins)
 
 
 #: Hand-made traces run first, by bound.
 EXAMPLES = {
-    "unbounded": ((leader_trace(BASES[1]), Gate(CONTRACT)),),
+    "unbounded": ((leader_trace(BASES[1], joiner=True), Gate(CONTRACT)),),
     "frozen": ((leader_trace(), Gate(CONTRACT, max_frozen_steps=3)),),
     "held": ((leader_trace(BASES[1]), Gate(CONTRACT, max_held_steps=2)),),
 }
