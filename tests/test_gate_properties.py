@@ -1,18 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Property tests of the balance admission gate on real vLLM schedulers.
+"""Property tests of the contract's decision, one gather at a time, on real
+vLLM schedulers (the bounds and the policies in lock step:
+``test_gate_bounds.py``, ``test_queued_leader_properties.py``,
+``test_throttled_properties.py``).
 
 Every scheduler here is a real ``Scheduler`` or ``AsyncScheduler`` of the
 installed (patched) vLLM, driven through generated traces: requests of varied
 prompt lengths arriving over several steps, KV pressure from a small number
 of blocks (so upstream preempts), caps from ``max_num_seqs``, token budgets,
 and model outputs fed back through ``update_from_output`` by a deterministic
-fake model (:func:`fake_model_output`).
+fake model (:class:`~tests.support.scheduler_rig.Rig`).
 
 The gathered running counts are set by the package's real
 ``admission_gather()``; only its transport is scripted: the DP group is a
 :class:`ScriptedGroup` whose other ranks' counts are generated, and
-``torch.distributed.all_gather_into_tensor`` is replaced for the duration of
-one gather by a function that writes them (the local entry is the real
+``torch.distributed.all_gather`` is replaced for the duration of one
+gather by a function that writes them (the local entry is the real
 payload). The decision therefore comes from the package's own code and is
 checked against an independent oracle, :func:`expected_frozen`. The real
 transport, on real gloo groups across processes, is covered by
@@ -27,15 +30,14 @@ b. while frozen no request leaves WAITING, and RUNNING requests get exactly
 c. when no other rank is at the cap, every ``SchedulerOutput`` over a
    multi-step trace equals the plain upstream scheduler's;
 d. one gathered vector gives the same decision on every rank, whatever each
-   rank's local state;
-e. disabled (what activation leaves in place when balance is off) is the
-   upstream class itself: no buffer, zero collectives, same outputs.
+   rank's local state.
+
+(Balance off is upstream's class itself: ``test_gate_disabled.py``.)
 
 Each property is a function of the gate under test. Negative controls run the
 same functions against deliberately wrong gates (``>= cap - 1``, a gate that
-never freezes, "catch up to the leader", a rank-local decision, a disabled
-path that composes anyway) and require them to fail, so a green run shows the
-properties can fail.
+never freezes, "catch up to the leader", a rank-local decision) and require
+them to fail, so a green run shows the properties can fail.
 """
 
 from __future__ import annotations
@@ -43,35 +45,34 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
 import pytest
 import torch
 import torch.distributed as dist
-import vllm.v1.engine.core as engine_core_mod
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
-from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.request import RequestStatus
 
-from tests.support.model_outputs import fake_model_output
-from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
+from tests.support.scheduler_rig import (
+    BASES,
+    BLOCK_SIZE,
+    Rig,
+    Scenario,
+    counts_near,
+    hypothesis_settings,
+    scenarios,
+)
+from tests.support.vllm_objects import make_request
 from vllm_ascend_balance.gate.scheduler import (
     SEAM,
     BalanceSchedulerMixin,
     admission_cap,
 )
-from vllm_ascend_balance.wiring import activation, composition, engine_chain
-from vllm_ascend_balance.wiring.config import SETTING
-from vllm_ascend_balance.wiring.engine_hook import gather_hook_installed
+from vllm_ascend_balance.wiring import composition
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
-
-BASES = (Scheduler, AsyncScheduler)
-BLOCK_SIZE = 8
 
 
 def expected_frozen(gathered: list[int], cap: int) -> bool:
@@ -143,148 +144,8 @@ def gather(scheduler: Any, rank: int, counts: list[int]) -> list[int]:
     return vector
 
 
-@contextlib.contextmanager
-def counting_collectives() -> Iterator[list[str]]:
-    """Count (and pass through) every collective the code under test makes."""
-    calls: list[str] = []
-
-    def counted(name: str) -> Callable[..., Any]:
-        real = getattr(dist, name)
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            calls.append(name)
-            return real(*args, **kwargs)
-
-        return wrapper
-
-    names = ("all_gather_into_tensor", "all_gather", "all_reduce", "broadcast")
-    with contextlib.ExitStack() as stack:
-        for name in names:
-            stack.enter_context(mock.patch.object(dist, name, counted(name)))
-        yield calls
-
-
 # --------------------------------------------------------------------------
-# Deterministic traces on real schedulers
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A generated workload. ``requests[i] = (arrival_step, prompt_len,
-    max_tokens)``; ``horizon`` steps are run."""
-
-    base: type
-    cap: int
-    num_blocks: int
-    budget: int
-    horizon: int
-    requests: tuple[tuple[int, int, int], ...]
-
-
-@st.composite
-def scenarios(draw: st.DrawFn, min_horizon: int = 1, max_horizon: int = 12) -> Scenario:
-    horizon = draw(st.integers(min_horizon, max_horizon))
-    n = draw(st.integers(1, 12))
-    requests = tuple(
-        (
-            draw(st.integers(0, horizon - 1)),
-            draw(st.integers(1, 56)),
-            draw(st.integers(1, 24)),
-        )
-        for _ in range(n)
-    )
-    return Scenario(
-        base=draw(st.sampled_from(BASES)),
-        cap=draw(st.integers(1, 6)),
-        # 8-token blocks: 10 blocks hold the longest request (56 + 24 tokens),
-        # few requests at once, so decodes run out of blocks and upstream
-        # preempts.
-        num_blocks=draw(st.one_of(st.integers(10, 16), st.integers(10, 40))),
-        budget=draw(st.sampled_from([32, 64, 128, 256])),
-        horizon=horizon,
-        requests=requests,
-    )
-
-
-def normalize(output: Any) -> dict[str, Any]:
-    """The parts of a ``SchedulerOutput`` that say what was scheduled."""
-    cached = output.scheduled_cached_reqs
-
-    def blocks(block_ids: Any) -> Any:
-        return None if block_ids is None else tuple(tuple(b) for b in block_ids)
-
-    return {
-        "new": [
-            (r.req_id, r.num_computed_tokens, blocks(r.block_ids))
-            for r in output.scheduled_new_reqs
-        ],
-        "cached": [
-            (req_id, computed, blocks(new_blocks))
-            for req_id, computed, new_blocks in zip(
-                cached.req_ids,
-                cached.num_computed_tokens,
-                cached.new_block_ids,
-                strict=True,
-            )
-        ],
-        "resumed": sorted(getattr(cached, "resumed_req_ids", ()) or ()),
-        "num_scheduled_tokens": dict(output.num_scheduled_tokens),
-        "total": output.total_num_scheduled_tokens,
-        "preempted": sorted(output.preempted_req_ids or ()),
-        "finished": sorted(output.finished_req_ids),
-    }
-
-
-class Rig:
-    """One real scheduler of class ``cls`` driven through a scenario."""
-
-    def __init__(self, cls: type, scenario: Scenario) -> None:
-        self.scenario = scenario
-        self.scheduler: Any = make_scheduler(
-            cls,
-            max_num_seqs=scenario.cap,
-            num_blocks=scenario.num_blocks,
-            max_num_batched_tokens=scenario.budget,
-            block_size=BLOCK_SIZE,
-        )
-        assert admission_cap(self.scheduler) == scenario.cap
-
-    def add(self, req_id: str, prompt_len: int, max_tokens: int) -> None:
-        self.scheduler.add_request(
-            make_request(req_id, prompt_len, max_tokens, BLOCK_SIZE)
-        )
-
-    def arrive(self, step: int) -> None:
-        for i, (arrival, prompt_len, max_tokens) in enumerate(self.scenario.requests):
-            if arrival == step:
-                self.add(f"req-{i}", prompt_len, max_tokens)
-
-    def schedule(self, step: int) -> dict[str, Any]:
-        # As the engine hook asks (wiring/throttle_hook.py): throttled only
-        # where the gate says so, else upstream's own call.
-        throttles = getattr(self.scheduler, "balance_throttles", None)
-        if throttles is not None and throttles():
-            output = self.scheduler.schedule(True)
-        else:
-            output = self.scheduler.schedule()
-        normalized = normalize(output)
-        self.scheduler.update_from_output(
-            output, fake_model_output(self.scheduler, output, step)
-        )
-        return normalized
-
-    def step(self, step: int) -> dict[str, Any]:
-        self.arrive(step)
-        return self.schedule(step)
-
-    def queued(self) -> dict[str, RequestStatus]:
-        """Status of every known request that is not running."""
-        running = {r.request_id for r in self.scheduler.running}
-        return {
-            req_id: req.status
-            for req_id, req in self.scheduler.requests.items()
-            if req_id not in running and not req.is_finished()
-        }
+# The properties, as functions of the gate under test
 
 
 Compose = Callable[[type], type]
@@ -296,29 +157,6 @@ def compose_with(mixin: type) -> Compose:
         return type(f"{mixin.__name__}{base.__name__}", (mixin, base), {})
 
     return compose
-
-
-@st.composite
-def counts_near(draw: st.DrawFn, cap: int, size: int, top: int) -> list[int]:
-    """``size`` running counts in ``[0, top]``, biased to the interesting
-    values ``cap`` and ``cap - 1``."""
-    value = st.one_of(
-        st.just(min(cap, top)), st.just(max(min(cap - 1, top), 0)), st.integers(0, top)
-    )
-    return draw(st.lists(value, min_size=size, max_size=size))
-
-
-def hypothesis_settings(max_examples: int, negative: bool) -> settings:
-    """Positive runs explore randomly; negative controls are derandomized and
-    skip shrinking (only that they fail matters)."""
-    return settings(
-        max_examples=max_examples * (4 if negative else 1),
-        deadline=None,
-        database=None,
-        derandomize=negative,
-        phases=(Phase.explicit, Phase.generate) if negative else tuple(Phase),
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 # --------------------------------------------------------------------------
@@ -529,61 +367,6 @@ def check_same_decision_every_rank(compose: Compose, negative: bool = False) -> 
     run()
 
 
-def _recording_upstream(seen: dict[str, Any]) -> Callable[..., None]:
-    def record(*args: Any, **kwargs: Any) -> None:
-        seen["engine_cls"] = engine_core_mod.DPEngineCoreProc
-        seen["scheduler_cls"] = kwargs[
-            "vllm_config"
-        ].scheduler_config.get_scheduler_cls()
-
-    return record
-
-
-@functools.cache
-def disabled_scheduler_cls(base: type) -> type:
-    """The scheduler class an engine core gets when balance is off: run the
-    package's ``run_engine_core`` on a DP 2 MoE config with the setting off,
-    the link below it replaced by a recorder (no engine starts)."""
-    config = make_vllm_config(
-        data_parallel_size=2,
-        additional_config={"scheduler_config": {"enable_balance_scheduling": False}},
-    )
-    # vLLM's CPU platform turns async scheduling off; on accelerators it is
-    # on by default, which makes AsyncScheduler the class to keep.
-    config.scheduler_config.async_scheduling = base is AsyncScheduler
-    seen: dict[str, Any] = {}
-    previous = engine_core_mod.DPEngineCoreProc
-    try:
-        with mock.patch.object(engine_chain, "_next", _recording_upstream(seen)):
-            activation.run_engine_core(vllm_config=config, dp_rank=0, local_dp_rank=0)
-    finally:
-        engine_core_mod.DPEngineCoreProc = previous
-    assert seen["engine_cls"] is previous, SETTING
-    assert not gather_hook_installed(previous), SETTING
-    return seen["scheduler_cls"]
-
-
-def check_disabled(provider: Compose, negative: bool = False) -> None:
-    """e. disabled: the upstream class itself, no buffer, no collective,
-    outputs equal to upstream."""
-
-    @hypothesis_settings(40, negative)
-    @given(scenario=scenarios())
-    def run(scenario: Scenario) -> None:
-        cls = provider(scenario.base)
-        assert cls is scenario.base, f"{cls} is not upstream's {scenario.base}"
-        disabled = Rig(cls, scenario)
-        plain = Rig(scenario.base, scenario)
-        assert not hasattr(disabled.scheduler, "balance_gathered"), "buffer present"
-        assert not hasattr(disabled.scheduler, "admission_gather"), "gather present"
-        with counting_collectives() as calls:
-            for step in range(scenario.horizon):
-                assert disabled.step(step) == plain.step(step), "output differs"
-        assert calls == [], f"collectives made while disabled: {calls}"
-
-    run()
-
-
 # --------------------------------------------------------------------------
 # Tests
 
@@ -599,10 +382,6 @@ def check_disabled(provider: Compose, negative: bool = False) -> None:
 )
 def test_gate_property(check: Callable[[Compose], None]) -> None:
     check(composition.compose_scheduler)
-
-
-def test_disabled_is_upstream() -> None:
-    check_disabled(disabled_scheduler_cls)
 
 
 def test_cap_minus_one_never_freezes_example() -> None:
@@ -682,11 +461,6 @@ class LocalOnlyGate(BalanceSchedulerMixin):
         self.balance_frozen = len(self.running) == admission_cap(self)
 
 
-def _always_compose(base: type) -> type:
-    """A disabled path that composes the gate anyway."""
-    return composition.compose_scheduler(base)
-
-
 @pytest.mark.parametrize(
     ("check", "gate", "reason"),
     [
@@ -720,12 +494,6 @@ def _always_compose(base: type) -> type:
             "decision differs across ranks",
             id="d-rank-local",
         ),
-        pytest.param(
-            check_disabled,
-            _always_compose,
-            "not upstream's",
-            id="e-composes-when-off",
-        ),
     ],
 )
 def test_negative_control_fails(
@@ -735,249 +503,3 @@ def test_negative_control_fails(
     the reason it exists."""
     with pytest.raises(AssertionError, match=reason):
         check(gate, negative=True)
-
-
-# --------------------------------------------------------------------------
-# Bounded freeze (additional_config.scheduler_config.balance_max_frozen_steps)
-#
-# Several real schedulers, one per DP rank, step in lock step in this
-# process; before every step each one runs the package's admission_gather()
-# on the vector of all ranks' real len(running) (the scripted transport
-# hands every rank the same vector, as the all-gather does). The real
-# cross-rank transport with a bound is in test_gather_cadence.py.
-
-
-def expected_bounded(vectors: list[list[int]], cap: int, bound: int) -> list[str]:
-    """The bounded contract, written independently of the package: per
-    gather ``"frozen"``, ``"open"`` or ``"fail-open"`` (leader at the cap
-    after ``bound`` consecutive frozen gathers)."""
-    decisions, run = [], 0
-    for vector in vectors:
-        if max(vector) != cap:
-            decisions.append("open")
-            run = 0
-        elif run < bound:
-            decisions.append("frozen")
-            run += 1
-        else:
-            decisions.append("fail-open")
-            run = 0
-    return decisions
-
-
-BoundedCompose = Callable[[type, int], type]
-
-
-def gather_on(scheduler: Any, group: ScriptedGroup, vector: list[int]) -> None:
-    """The real ``admission_gather()`` on a persistent group (the engine hands
-    the scheduler the same ``dp_group`` object every step; a new object is
-    a replaced group, which restarts the bounded-freeze run)."""
-    group.counts = list(vector)
-    scheduler.dp_group = group
-    with scripted_transport() as payloads:
-        scheduler.admission_gather()
-    assert payloads == [vector[group.rank]], "payload is not len(running)"
-    assert scheduler.balance_gathered.tolist() == vector
-
-
-@dataclass(frozen=True)
-class LockstepScenario:
-    """``requests[rank] = ((arrival_step, prompt_len, max_tokens), ...)``."""
-
-    base: type
-    cap: int
-    bound: int
-    horizon: int
-    requests: tuple[tuple[tuple[int, int, int], ...], ...]
-
-
-@st.composite
-def lockstep_scenarios(draw: st.DrawFn) -> LockstepScenario:
-    cap = draw(st.integers(1, 4))
-    horizon = draw(st.integers(4, 24))
-    dp_size = draw(st.integers(2, 4))
-    request = st.tuples(
-        st.integers(0, horizon - 1), st.integers(1, 24), st.integers(1, 30)
-    )
-    requests = []
-    for rank in range(dp_size):
-        # A leader that stays at the cap (long outputs, more than the cap)
-        # makes long frozen runs; the other ranks get generated loads.
-        burst = (
-            [(0, 8, draw(st.integers(8, 40))) for _ in range(cap + 2)]
-            if rank == 0 and draw(st.booleans())
-            else []
-        )
-        more = draw(st.lists(request, max_size=8))
-        requests.append(tuple(burst + more))
-    return LockstepScenario(
-        base=draw(st.sampled_from(BASES)),
-        cap=cap,
-        bound=draw(st.integers(1, 4)),
-        horizon=horizon,
-        requests=tuple(requests),
-    )
-
-
-def bounded_lockstep_trace(
-    compose: BoundedCompose, scenario: LockstepScenario
-) -> set[str]:
-    """Run every rank in lock step with a gather before each step and check
-    the bounded-freeze properties (assertion messages name the property)."""
-    cap, bound = scenario.cap, scenario.bound
-    seen: set[str] = set()
-    ranks = []
-    for rank_requests in scenario.requests:
-        rig = Rig(
-            compose(scenario.base, bound),
-            Scenario(scenario.base, cap, 400, 512, scenario.horizon, rank_requests),
-        )
-        ranks.append(rig)
-    groups = [ScriptedGroup(rank, [0] * len(ranks)) for rank in range(len(ranks))]
-    vectors: list[list[int]] = []
-    decided: list[str] = []
-    run = 0
-    for step in range(scenario.horizon):
-        for rig in ranks:
-            rig.arrive(step)
-        vector = [len(rig.scheduler.running) for rig in ranks]
-        vectors.append(vector)
-        frozen = []
-        for rank, rig in enumerate(ranks):
-            fail_opens = rig.scheduler.balance_fail_opens
-            gather_on(rig.scheduler, groups[rank], vector)
-            state = "frozen" if rig.scheduler.balance_frozen else "open"
-            if rig.scheduler.balance_fail_opens > fail_opens:
-                state = "fail-open"
-            frozen.append(state)
-        assert len(set(frozen)) == 1, (
-            f"decision differs across ranks at step {step}: {frozen} for {vector}"
-        )
-        state = frozen[0]
-        decided.append(state)
-        run = run + 1 if state == "frozen" else 0
-        assert run <= bound, f"frozen run longer than N={bound} at step {step}"
-        at_cap = max(vector) == cap
-        if state == "frozen":
-            assert at_cap, f"wrong decision: froze below the cap, {vector}"
-        elif at_cap:  # open at the cap: only as a fail-open after N frozen
-            assert state == "fail-open", f"wrong decision: open at the cap, {vector}"
-            assert decided[-bound - 1 : -1] == ["frozen"] * bound, (
-                f"wrong decision: fail-open before N={bound} frozen gathers"
-            )
-            seen.add("fail-open")
-        for rig in ranks:
-            out = rig.schedule(step)
-            if state == "frozen":
-                assert out["new"] == [] and out["resumed"] == [], "left WAITING"
-        if run == bound:
-            seen.add("frozen run of N")
-    assert decided == expected_bounded(vectors, cap, bound), "wrong decision"
-    return seen
-
-
-def check_bounded(compose: BoundedCompose, negative: bool = False) -> None:
-    """Bounded freeze: identical decisions on every rank; no frozen run
-    longer than N; frozen exactly when max == cap outside fail-open steps;
-    a fail-open only after N frozen gathers; nothing leaves WAITING while
-    frozen."""
-
-    @hypothesis_settings(80, negative)
-    @given(scenario=lockstep_scenarios())
-    def run(scenario: LockstepScenario) -> None:
-        for what in bounded_lockstep_trace(compose, scenario):
-            event(what)
-
-    run()
-
-
-def test_bounded_freeze_properties() -> None:
-    check_bounded(composition.compose_scheduler)
-
-
-@pytest.mark.parametrize("base", BASES)
-def test_bounded_freeze_opens_after_n_example(base: type) -> None:
-    """One hand-made lock-step trace: a leader pinned at the cap with N = 2
-    gives frozen, frozen, fail-open, frozen, frozen, fail-open, ..."""
-    burst = tuple((0, 8, 30) for _ in range(5))
-    scenario = LockstepScenario(base, 3, 2, 12, (burst, ((0, 8, 30),)))
-    seen = bounded_lockstep_trace(composition.compose_scheduler, scenario)
-    assert {"fail-open", "frozen run of N"} <= seen
-
-
-def test_unbounded_is_the_contract() -> None:
-    """No setting: the composed class is the unbounded gate (no fail-open)."""
-    for base in BASES:
-        assert composition.compose_scheduler(base).balance_max_frozen_steps is None
-        assert composition.compose_scheduler(
-            base, None
-        ) is composition.compose_scheduler(base)
-        assert composition.compose_scheduler(base, 3).balance_max_frozen_steps == 3
-
-
-@pytest.mark.parametrize("base", BASES)
-def test_replaced_group_restarts_the_run(base: type) -> None:
-    """Elastic EP replaces ``dp_group``; a joining rank has no history, so
-    every member restarts the run at 0 and all agree again."""
-    rig = Rig(
-        composition.compose_scheduler(base, 2), Scenario(base, 3, 200, 512, 1, ())
-    )
-    scheduler = rig.scheduler
-    states = []
-    for group in (ScriptedGroup(0, [0, 3]), ScriptedGroup(0, [0, 3, 3])):
-        for _ in range(3):
-            gather_on(scheduler, group, [0] + group.counts[1:])
-            states.append(scheduler.balance_frozen)
-    assert states == [True, True, False, True, True, False]
-    fresh = Rig(
-        composition.compose_scheduler(base, 2), Scenario(base, 3, 200, 512, 1, ())
-    )
-    gather_on(scheduler, ScriptedGroup(0, [0, 3]), [0, 3])
-    gather_on(fresh.scheduler, ScriptedGroup(0, [0, 3]), [0, 3])
-    assert scheduler.balance_frozen_run == fresh.scheduler.balance_frozen_run == 1
-
-
-def _off_by_one_bound(base: type, bound: int) -> type:
-    """A bound that is off by one: opens after N + 1 frozen gathers."""
-    return composition.compose_scheduler(base, bound + 1)
-
-
-class PerRankCounterGate(BalanceSchedulerMixin):
-    """A per-rank (not shared) counter: counts a frozen gather only while
-    this rank has requests waiting, so ranks with different local queues
-    open on different steps."""
-
-    local_bound: int = 1
-    _local_run: int = 0
-
-    def admission_gather(self) -> None:
-        super().admission_gather()  # composed unbounded: the plain decision
-        if not self.balance_frozen:
-            self._local_run = 0
-        elif self._local_run >= self.local_bound:
-            self.balance_frozen = False
-            self.balance_fail_opens += 1
-            self._local_run = 0
-        elif self.waiting:  # type: ignore[attr-defined]
-            self._local_run += 1
-
-
-@functools.cache
-def _per_rank_counter(base: type, bound: int) -> type:
-    return type(
-        f"PerRankCounter{base.__name__}",
-        (PerRankCounterGate, base),
-        {"local_bound": bound},
-    )
-
-
-@pytest.mark.parametrize(
-    ("gate", "reason"),
-    [
-        pytest.param(_off_by_one_bound, "frozen run longer than N", id="off-by-one"),
-        pytest.param(_per_rank_counter, "decision differs across ranks", id="per-rank"),
-    ],
-)
-def test_bounded_negative_control_fails(gate: BoundedCompose, reason: str) -> None:
-    with pytest.raises(AssertionError, match=reason):
-        check_bounded(gate, negative=True)

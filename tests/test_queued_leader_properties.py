@@ -1,182 +1,120 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Property tests of the opt-in rules: the held-step bound
-(``balance_max_held_steps``) and the ``queued_leader`` policy.
+"""Property tests of the opt-in ``queued_leader`` policy: admission held
+while some rank is *queued* (requests waiting at its cap), under the hold
+bound ``balance_max_held_steps`` or the frozen-run bound
+``balance_max_frozen_steps`` (N 1-4).
 
-Real schedulers in lock step over the simulated all-gather, the harness of
-``tests/support/lockstep_policy.py`` (scenarios with a leader that often
-stays at the cap, generated loads elsewhere): each rank's payload is
-``(len(running), held, queued)``, the bound N (1-4, or none) the harness's
-deadline. The rules: ``queued_leader`` unbounded, the contract
-(``leader_at_cap``) bounded, and both.
+Real schedulers in lock step over the simulated all-gather, checked
+against the reference model of docs/gate-contract.md
+(:mod:`tests.support.lockstep`, properties (a)-(g)); and a leader at the
+cap with no queue does not hold admission under ``queued_leader`` (the
+contract does).
 
-Properties (a)-(d) of the harness: ranks agree (decision and run counter),
-the decision equals the oracle (the rule below, written independently of
-the package, under the bound), no run of frozen steps that held a request
-is longer than N, nothing leaves WAITING while frozen; and a leader at the
-cap with no queue does not freeze under ``queued_leader`` (the contract,
-whose payload stays ``len(running)`` alone, does).
-
-Negative controls (each must make the properties fail): the bound counted
-from each rank's own queue instead of the gathered flag (ranks disagree),
-a bound off by one (held past it), the contract's gate run where
-``queued_leader`` is asked for (wrong decision: it freezes with no rank at
-the cap having a queue), and a seam that ignores the freeze (admits while
-frozen).
+Negative controls (each must fail the property it names): the hold bound
+one step late, the *queued* flag read per rank (ranks disagree), the
+contract's gate where ``queued_leader`` is asked (differs from the oracle),
+and a seam that ignores the decision (admits while held).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import strategies as st
+from vllm.v1.core.sched.scheduler import Scheduler
 
-from tests.support import lockstep_policy as lockstep
-from tests.support.lockstep_policy import Make, Row, Rule, anyone
-from tests.test_gate_properties import BASES, LockstepScenario
-from vllm_ascend_balance.gate.scheduler import admission_cap
-from vllm_ascend_balance.wiring import composition
+from tests.support import known_bad_gates as bad
+from tests.support import lockstep
+from tests.support.lockstep import Gate, Trace
+from tests.support.scheduler_rig import BASES
+from vllm_ascend_balance.wiring.composition import compose_scheduler
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
-
-@dataclasses.dataclass(frozen=True)
-class Bound:
-    """``balance_max_held_steps`` N as the harness's deadline; ``math.inf``
-    where it is unset (the oracle then never fails open)."""
-
-    deadline: float
-
-
-BOUNDED = st.builds(Bound, deadline=st.integers(1, 4))
-UNBOUNDED = st.just(Bound(math.inf))
-
-
-def composer(policy: str) -> Make:
-    """The package's composition of ``policy`` under the setting's bound."""
-
-    def compose(base: type, s: Bound) -> type:
-        bound = None if math.isinf(s.deadline) else int(s.deadline)
-        return composition.compose_scheduler(base, max_held_steps=bound, policy=policy)
-
-    return compose
-
-
-def leader_at_cap(row: list[Row], since: float, cap: int, s: Bound) -> bool:
-    """The contract: frozen while the largest running count is the cap."""
-    return max(r[0] for r in row) == cap
-
-
-def queued_leader(row: list[Row], since: float, cap: int, s: Bound) -> bool:
-    """Frozen only while some rank at the cap has requests waiting."""
-    return anyone(row)[1]
-
-
-def classify(row: list[Row], state: str) -> Iterator[str]:
-    # A frozen gather that holds nothing neither counts nor restarts the run.
-    if state == "frozen" and not anyone(row)[0]:
-        yield "frozen holding nothing"
-
-
-def _idle_leader() -> LockstepScenario:
-    """Rank 0 fills its cap exactly (nothing waits there) while rank 1 gets
-    work."""
-    burst = tuple((0, 8, 30) for _ in range(3))
-    return LockstepScenario(BASES[0], 3, 2, 8, (burst, ((1, 8, 4), (2, 8, 4))))
-
-
-def rule_policy(
-    rule: Rule, settings: st.SearchStrategy[Bound], reached: set[str], **more: Any
-) -> lockstep.Policy:
-    return lockstep.Policy(
-        columns=("held", "queued"),
-        rule=rule,
-        settings=settings,
-        reached=frozenset(reached),
-        classify=classify,
-        **more,
-    )
-
-
-HELD_BOUND = {"held up to the deadline", "fail-open", "frozen holding nothing"}
-#: The rules under test: (policy, bound) -> the harness's policy, the class.
-RULES: dict[str, tuple[lockstep.Policy, Make]] = {
-    "queued_leader": (
-        rule_policy(
-            queued_leader,
-            UNBOUNDED,
-            {"held while frozen", "frozen", "open"},
-            examples=((_idle_leader(), Bound(math.inf)),),
-        ),
-        composer("queued_leader"),
-    ),
-    "leader_at_cap+held": (
-        rule_policy(leader_at_cap, BOUNDED, HELD_BOUND),
-        composer("leader_at_cap"),
-    ),
-    "queued_leader+held": (
-        rule_policy(queued_leader, BOUNDED, HELD_BOUND),
-        composer("queued_leader"),
-    ),
+POLICY = "queued_leader"
+GATES = {
+    "held": st.builds(Gate, st.just(POLICY), max_held_steps=st.integers(1, 4)),
+    "frozen": st.builds(Gate, st.just(POLICY), max_frozen_steps=st.integers(1, 4)),
 }
-#: The contract unbounded: its payload is ``len(running)`` alone.
-CONTRACT = rule_policy(leader_at_cap, UNBOUNDED, set(), flagless=True)
 
 
-@pytest.mark.parametrize("rule", list(RULES))
-def test_rule_properties(rule: str) -> None:
-    lockstep.check_reached(*RULES[rule])
+def idle_leader(base: type = Scheduler) -> Trace:
+    """Rank 0 fills its cap exactly (nothing waits there) while rank 1
+    gets work."""
+    burst = tuple((0, 8, 30) for _ in range(3))
+    return Trace(base, 3, 16, 8, (burst, ((1, 8, 4), (2, 8, 4))))
 
 
-def test_queued_leader_does_not_freeze_behind_a_leader_with_no_queue() -> None:
-    """One hand-made trace, the properties checked on it: the contract
-    freezes rank 1, ``queued_leader`` does not."""
-    queued, make = RULES["queued_leader"]
-    unbounded = Bound(math.inf)
-    scenario = _idle_leader()
-    assert "frozen" not in lockstep.policy_trace(queued, make, scenario, unbounded)
-    contract = composer("leader_at_cap")
-    assert "frozen" in lockstep.policy_trace(CONTRACT, contract, scenario, unbounded)
+def queued_trace(base: type = Scheduler) -> Trace:
+    """Rank 0 at its cap (2) with a queue; rank 1 gets requests while it
+    is held; the group is replaced mid-trace."""
+    leader = tuple((0, 8, 40) for _ in range(4))
+    return Trace(base, 2, 16, 14, (leader, ((3, 8, 4), (4, 30, 4))), regroup=8)
 
 
-#: Known-bad: the bound counts a frozen step by this rank's own queue, not
-#: by the gathered flag.
-LocalHeldGate = lockstep.local_view(
-    "held", lambda s: bool(s.waiting) and len(s.running) < admission_cap(s)
-)
+EXAMPLES = {
+    "held": (
+        (queued_trace(), Gate(POLICY, max_held_steps=2)),
+        (idle_leader(BASES[1]), Gate(POLICY, max_held_steps=1)),
+    ),
+    "frozen": ((queued_trace(BASES[1]), Gate(POLICY, max_frozen_steps=3)),),
+}
 
 
 @pytest.mark.parametrize(
-    ("rule", "make", "reason"),
+    ("bound", "reached"),
     [
         pytest.param(
-            "leader_at_cap+held",
-            lockstep.with_gate(LocalHeldGate, composer("leader_at_cap")),
-            "decision differs across ranks",
-            id="local",
+            "held",
+            {"held", "fail-open", "held N times", "arrival on a held step"},
+            id="hold-bound",
         ),
         pytest.param(
-            "leader_at_cap+held",
-            lockstep.off_by_one(composer("leader_at_cap")),
-            "held past the deadline",
-            id="off-by-one",
-        ),
-        pytest.param(
-            "queued_leader+held",
-            composer("leader_at_cap"),
-            "wrong decision",
-            id="contract",
-        ),
-        pytest.param(
-            "queued_leader+held",
-            lockstep.with_gate(lockstep.LeakyGate, composer("queued_leader")),
-            "left WAITING",
-            id="leaky",
+            "frozen",
+            {"held", "fail-open", "frozen run of N", "regroup changed the decision"},
+            id="frozen-run-bound",
         ),
     ],
 )
-def test_negative_controls_fail(rule: str, make: Make, reason: str) -> None:
-    lockstep.check_fails(RULES[rule][0], make, reason)
+def test_queued_leader_properties(bound: str, reached: set[str]) -> None:
+    lockstep.check_reached(GATES[bound], reached, EXAMPLES[bound])
+
+
+def test_no_hold_behind_a_leader_with_no_queue() -> None:
+    """One hand-made trace, the properties checked on it: the contract
+    holds admission behind rank 0 at its cap, ``queued_leader`` does not."""
+    queued = lockstep.run_trace(idle_leader(), Gate(POLICY, max_held_steps=4))
+    assert "held" not in queued
+    contract = lockstep.run_trace(idle_leader(), Gate("leader_at_cap"))
+    assert "held" in contract
+
+
+def _column(quantity: str) -> int:
+    gate = Gate(POLICY, max_held_steps=1)
+    plan = compose_scheduler(Scheduler, gate.settings()).balance_plan()
+    return plan.layout.quantities.index(quantity)
+
+
+def _contract(base: type, gate: Gate) -> type:
+    """Known-bad: the contract's gate under the same bound."""
+    return lockstep.compose(base, Gate("leader_at_cap", gate.max_held_steps))
+
+
+@pytest.mark.parametrize(
+    ("prop", "control"),
+    [
+        pytest.param(
+            "(c)",
+            {"oracle_gate": lockstep.one_more("max_held_steps")},
+            id="off-by-one",
+        ),
+        pytest.param(
+            "(a)", {"group": bad.local_column_group(_column("queued"))}, id="local"
+        ),
+        pytest.param("(b)", {"make": _contract}, id="contract"),
+        pytest.param("(d)", {"make": bad.with_gate(bad.LeakyGate)}, id="leaky"),
+    ],
+)
+def test_negative_control_fails(prop: str, control: dict[str, Any]) -> None:
+    lockstep.check_fails(GATES["held"], prop, examples=EXAMPLES["held"], **control)

@@ -1,213 +1,181 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Property tests of the opt-in ``throttled`` policy (``balance_policy:
-"throttled"``, :class:`~vllm_ascend_balance.gate.policies.throttled.Throttled`).
+"""Property tests of the opt-in ``throttled`` policy (admission and prefill
+chunks held for alignment, docs/gate-contract.md), under the hold bound
+``balance_max_held_steps`` (N 1-4, its window ``balance_align_window`` W
+1-6 or the default), the frozen-run bound, and the hold bound's default.
 
-Real schedulers in lock step over the simulated all-gather, the harness of
-``tests/support/lockstep_policy.py``, prompts chunked by a small token
-budget: each rank's payload is ``(len(running), held, queued, starved,
-chunk)``, each step's ``schedule()`` throttled where the gate says so
-(``balance_throttles()``, as the engine hook asks); the window and deadline
-vary per example.
+Real schedulers in lock step over the simulated all-gather, prompts
+chunked by a small token budget, each step's ``schedule()`` throttled where
+the gate asks (``balance_throttles()``), checked against the reference
+model of the contract page (:mod:`tests.support.lockstep`, properties
+(a)-(g)). Hand-made traces: a chunk held on a rank at its cap, one long
+prompt at light load (its chunks are never held), the DP group replaced in
+the middle of a wait, and the default bound read off the contract page.
 
-Properties (a)-(e) of the harness: ranks agree, the decision equals
-:func:`freeze_rule` under the deadline (an oracle written from the policy's
-docstring), the deadline bounds every hold, a chunk-only hold included,
-nothing leaves WAITING while frozen, and no prefill chunk in flight runs on
-a frozen step of a rank with decodes.
-
-Negative controls (each must make the properties fail): the starved or the
-chunk flag from the rank's own queues (ranks disagree), a deadline off by
-one, a chunk-only hold the deadline does not count (``batched``'s rule 1:
-held past the deadline), ``batched``'s riding opening (wrong decision), a
-gate that leaves vLLM's ``prefill_capacity_bound`` set (a chunk runs while
-frozen), and a seam that ignores the freeze.
+Negative controls (each must fail the property it names): the old
+``throttled`` (a chunk held on a rank at its cap not counted), the hold
+bound one step late, a rank deciding on the previous step's vector, a gate
+that leaves vLLM's ``prefill_capacity_bound`` set (a chunk runs on a step
+that holds chunks), chunks held on every held step (with no rank held), a
+gate that keeps its ``since`` when the group is replaced, and a seam that
+ignores the decision.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from hypothesis import strategies as st
+from vllm.v1.core.sched.scheduler import Scheduler
 
-from tests.support import lockstep_policy as lockstep
-from tests.support.lockstep_policy import CHUNKED, Row, Setting, anyone
-from tests.test_gate_properties import BASES, LockstepScenario, Rig, Scenario
-from vllm_ascend_balance.gate.policies import Gathered, Knobs, Throttled
-from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
-from vllm_ascend_balance.wiring import composition
+from tests.support import known_bad_gates as bad
+from tests.support import lockstep
+from tests.support.gate_oracle import throttled_default_held
+from tests.support.lockstep import Gate, Lockstep, Trace, compose
+from tests.support.scheduler_rig import BASES
+from vllm_ascend_balance.replay.sim.dp_group import BoardGroup
 
-# vLLM 0.27 and later (schedule(throttle_prefills)); activation refuses the
-# policy on the ascend lane's 0.23 (tests/test_throttle_hook.py).
+# vLLM releases whose schedule() takes throttle_prefills; activation refuses
+# the policy on the ascend lane's (tests/test_throttle_hook.py).
 pytestmark = pytest.mark.lane_scope("release", "main", "fork")
 
-
-def compose(base: type, s: Setting) -> type:
-    return composition.compose_scheduler(
-        base, max_held_steps=s.deadline, policy="throttled", align_window=s.window
-    )
-
-
-def freeze_rule(row: list[Row], since: float, cap: int, s: Setting) -> bool:
-    """The policy's docstring: frozen when nothing is held (counted by the
-    deadline only if a chunk is in flight, :data:`THROTTLED`'s ``counts``);
-    a starved rank opens; a queued leader freezes; else the batching wait
-    ``ceil(W (lowest / cap)^2)`` must have passed since the last opening.
-    No riding opening."""
-    held, queued, starved, _chunk = anyone(row)
-    if not held:
-        return True
-    if starved:
-        return False
-    if queued:
-        return True
-    lowest = min(r[0] for r in row)
-    return since < math.ceil(s.window * lowest**2 / cap**2)
-
-
-def classify(row: list[Row], state: str) -> Iterator[str]:
-    held, _queued, _starved, chunk = anyone(row)
-    if state == "frozen" and chunk and not held:
-        yield "chunk-only hold"
-
-
-def _chunk_example() -> LockstepScenario:
-    """Two ranks at cap 4 whose long prompts (24 tokens at a 16-token
-    budget) are chunked while the other rank decodes."""
-    rank0 = ((0, 4, 20), (1, 24, 4), (3, 24, 4), (5, 4, 4))
-    rank1 = ((0, 4, 20), (2, 24, 4), (4, 4, 4), (6, 24, 4))
-    return LockstepScenario(BASES[0], 4, 4, 16, (rank0, rank1))
-
-
-THROTTLED = lockstep.Policy(
-    columns=("held", "queued", "starved", "chunk"),
-    rule=freeze_rule,
-    settings=lockstep.SETTINGS,
-    reached=frozenset(
-        {"chunk held", "chunk-only hold", "held up to the deadline", "fail-open"}
+POLICY = "throttled"
+WINDOWS = st.one_of(st.none(), st.integers(1, 6))
+GATES = {
+    "held": st.builds(
+        Gate, st.just(POLICY), max_held_steps=st.integers(1, 4), align_window=WINDOWS
     ),
-    classify=classify,
-    examples=(
-        (_chunk_example(), Setting(6, 8)),
-        (_chunk_example(), Setting(2, 2)),
+    "frozen": st.builds(
+        Gate, st.just(POLICY), max_frozen_steps=st.integers(1, 4), align_window=WINDOWS
     ),
-    budget=CHUNKED,
-    counts=("held", "chunk"),
-    holds_chunks=True,
-)
+}
 
 
-def test_throttled_properties() -> None:
-    lockstep.check_reached(THROTTLED, compose)
+def chunk_at_cap(base: type = Scheduler) -> Trace:
+    """Rank 0 at its cap (2) with a queue and a 160-token prompt chunked
+    beside a decode; rank 1 gets a short request every three steps, held
+    until the bound opens: rank 0's chunk is held on every such wait."""
+    rank0 = ((0, 4, 60), (0, 160, 4), (0, 4, 4))
+    rank1 = ((0, 4, 60), *((at, 4, 4) for at in range(2, 16, 3)))
+    return Trace(base, 2, 16, 16, (rank0, rank1))
 
 
-def test_throttled_sends_its_four_flags() -> None:
-    """The payload is ``(len(running), held, queued, starved, chunk)``."""
-    base = BASES[0]
-    scenario = Scenario(base, 2, 400, CHUNKED, 4, ((0, 24, 4), (0, 4, 4)))
-    rig = Rig(compose(base, Setting(4, 8)), scenario)
-    rig.arrive(0)
-    assert rig.scheduler.admission_payload() == (0, (1, 0, 1, 0))
-    rig.scheduler.balance_frozen = False
-    rig.schedule(0)  # the 24-token prompt takes the whole 16-token budget
-    # One running with 8 prompt tokens to go, one still waiting below the cap.
-    assert rig.scheduler.admission_payload() == (1, (1, 0, 0, 1))
-    seen = Gathered.of(1, 1, 2, (True, False, False, True), Throttled.columns)
-    assert seen.chunk and not seen.riding
+def mid_wait(base: type = Scheduler) -> Trace:
+    """Three decodes on each rank (cap 4), then a request on rank 1: with
+    W = 16 it waits ceil(16 * 9 / 16) = 9 steps for alignment; the group is
+    replaced on the fourth, which restarts the wait."""
+    decodes = tuple((0, 4, 40) for _ in range(3))
+    return Trace(base, 4, 16, 10, (decodes, (*decodes, (2, 4, 4))), regroup=5)
 
 
-def test_throttled_counts_chunk_only_holds_and_never_rides() -> None:
-    """One hand-made trace: a chunk in flight with nothing held freezes and
-    counts toward the deadline (a fail-open after D); nothing at all held or
-    in flight freezes without counting; a long chunk does not open."""
-    rule = Throttled(Knobs(None, 2, 4))
-    chunk_only = Gathered(2, 1, 4, chunk=True)
-    assert [rule.decide(chunk_only) for _ in range(4)] == [True, True, False, True]
-    nothing = Gathered(1, 0, 4)
-    before = rule.run
-    assert rule.decide(nothing) is True and rule.run == before
-    rule = Throttled(Knobs(None, 2, 4))
-    assert rule.decide(Gathered(1, 0, 4, held=True)) is False  # wait 0: opens
-    busy = Gathered(4, 3, 4, held=True, riding=True)  # riding is not read
-    assert rule.decide(busy) is True  # wait ceil(4 * 9 / 16) = 3
-    assert rule.decide(dataclasses.replace(busy, starved=True)) is False
-    assert Throttled(Knobs()).knobs.align_window == 16  # DEFAULT_THROTTLED_WINDOW
+def light_load(base: type = Scheduler) -> Trace:
+    """One 120-token prompt on rank 0 beside a decode; nothing else waits
+    anywhere while it is chunked."""
+    return Trace(base, 2, 16, 14, (((0, 4, 40), (2, 120, 4)), ((0, 4, 40),)))
 
 
-#: Known-bad: "a rank is starved" read from this rank's own queues.
-LocalStarvedGate = lockstep.local_view(
-    "starved", lambda s: not s.running and bool(s.waiting)
-)
-#: Known-bad: "a chunk is in flight" read from this rank alone.
-LocalChunkGate = lockstep.local_view("chunk", lambda s: s._balance_pending())
-
-
-class Uncounted(Throttled):
-    """Known-bad: a chunk-only hold not counted by the deadline (as
-    ``batched``'s closed-by-default rule 1)."""
-
-    def decide(self, seen: Gathered) -> bool:
-        if not seen.held:
-            self.since += 1
-            return self._closed()
-        return super().decide(seen)
-
-
-class Riding(Throttled):
-    """Known-bad: ``batched``'s opening for a long chunk in flight."""
-
-    def decide(self, seen: Gathered) -> bool:
-        if seen.held and seen.chunk:
-            self.since += 1
-            return self._bounded(False)
-        return super().decide(seen)
-
-
-class KeepsCapacityBound(BalanceSchedulerMixin):
-    """Known-bad: throttles without clearing vLLM's
-    ``prefill_capacity_bound``, so a throttled step after a held one defers
-    nothing."""
-
-    def balance_throttles(self) -> bool:
-        return self.balance_frozen and self._balance_policy().holds_chunks
+EXAMPLES = {
+    "held": (
+        (chunk_at_cap(), Gate(POLICY, max_held_steps=2)),
+        (mid_wait(BASES[1]), Gate(POLICY, max_held_steps=8, align_window=16)),
+        (light_load(), Gate(POLICY, max_held_steps=4)),
+    ),
+    "frozen": ((chunk_at_cap(BASES[1]), Gate(POLICY, max_frozen_steps=3)),),
+}
 
 
 @pytest.mark.parametrize(
-    ("make", "reason"),
+    ("bound", "reached"),
     [
         pytest.param(
-            lockstep.with_gate(LocalStarvedGate, compose),
-            "decision differs across ranks",
-            id="local-starved",
+            "held",
+            {
+                "chunk held at the cap",
+                "chunk in flight, nothing waiting",
+                "held N times",
+                "fail-open",
+                "starved rank",
+                "regroup changed the decision",
+            },
+            id="hold-bound",
         ),
         pytest.param(
-            lockstep.with_gate(LocalChunkGate, compose),
-            "decision differs across ranks",
-            id="local-chunk",
-        ),
-        pytest.param(
-            lockstep.off_by_one(compose), "held past the deadline", id="off-by-one"
-        ),
-        pytest.param(
-            lockstep.with_gate(lockstep.rule_gate(Uncounted), compose),
-            "held past the deadline",
-            id="uncounted-chunk-hold",
-        ),
-        pytest.param(
-            lockstep.with_gate(lockstep.rule_gate(Riding), compose),
-            "wrong decision",
-            id="riding-opens",
-        ),
-        pytest.param(
-            lockstep.with_gate(KeepsCapacityBound, compose),
-            "chunk ran while frozen",
-            id="capacity-bound-kept",
-        ),
-        pytest.param(
-            lockstep.with_gate(lockstep.LeakyGate, compose), "left WAITING", id="leaky"
+            "frozen", {"chunk held", "frozen run of N", "fail-open"}, id="frozen-run"
         ),
     ],
 )
-def test_negative_controls_fail(make: lockstep.Make, reason: str) -> None:
-    lockstep.check_fails(THROTTLED, make, reason)
+def test_throttled_properties(bound: str, reached: set[str]) -> None:
+    lockstep.check_reached(GATES[bound], reached, EXAMPLES[bound])
+
+
+def _run(trace: Trace, gate: Gate) -> Lockstep:
+    run = Lockstep(trace, gate, compose, BoardGroup)
+    run.run()
+    run.verdict()
+    return run
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_long_prompt_at_light_load_is_never_held(base: type) -> None:
+    """Nothing waits anywhere while the prompt is chunked: no step holds
+    its chunks (it waited for alignment only before admission, less than
+    the bound)."""
+    run = _run(light_load(base), Gate(POLICY, max_held_steps=4))
+    assert "chunk in flight, nothing waiting" in run.seen
+    assert "chunk held" not in run.seen
+    assert run.oracle.most_held.get("r0-1", 0) < 4
+
+
+def test_chunk_at_the_cap_counts() -> None:
+    """A chunk deferred on a rank at its cap counts toward the bound, as a
+    waiting request does."""
+    run = _run(chunk_at_cap(), Gate(POLICY, max_held_steps=2))
+    assert "chunk held at the cap" in run.seen
+    assert run.oracle.most_held["r0-1"] == 2
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_default_hold_bound_is_the_documented_one(base: type) -> None:
+    """No ``balance_max_held_steps`` configured: a request on a rank below
+    its cap, held behind a queued leader, is held exactly the number of
+    steps docs/gate-contract.md states for ``throttled``, then admitted."""
+    documented = throttled_default_held()
+    steps = documented + 6
+    rank0 = ((0, 4, steps), (0, 4, steps), (0, 4, 4))
+    rank1 = ((0, 4, steps), (2, 4, 4))
+    run = _run(Trace(base, 2, 16, steps, (rank0, rank1)), Gate(POLICY))
+    assert run.oracle.most_held["r1-1"] == documented, "not the documented bound"
+    assert "fail-open" in run.seen
+
+
+@pytest.mark.parametrize(
+    ("prop", "control"),
+    [
+        pytest.param(
+            "(c)",
+            {"make": bad.with_gate(bad.ChunkAtCapUncounted)},
+            id="chunk-at-cap-uncounted",
+        ),
+        pytest.param(
+            "(c)",
+            {"oracle_gate": lockstep.one_more("max_held_steps")},
+            id="off-by-one",
+        ),
+        pytest.param("(a)", {"group": bad.stale_rank_one}, id="stale-vector"),
+        pytest.param(
+            "(e)",
+            {"make": bad.with_gate(bad.KeepsCapacityBound)},
+            id="capacity-bound-kept",
+        ),
+        pytest.param(
+            "(f)",
+            {"make": bad.with_gate(bad.ChunksWhenHeld)},
+            id="chunks-with-nothing-held",
+        ),
+        pytest.param("(b)", {"make": bad.with_gate(bad.NoRestart)}, id="no-restart"),
+        pytest.param("(d)", {"make": bad.with_gate(bad.LeakyGate)}, id="leaky"),
+    ],
+)
+def test_negative_control_fails(prop: str, control: dict[str, Any]) -> None:
+    lockstep.check_fails(GATES["held"], prop, examples=EXAMPLES["held"], **control)

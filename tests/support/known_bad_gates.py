@@ -1,75 +1,179 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Known-bad gates for the lock-step property harness
-(:mod:`tests.support.lockstep_policy`, which re-exports them): each breaks
-one property of a policy's test, so its negative control can show that the
-property is checked.
-
-:func:`with_gate` puts a known-bad gate in front of the class a policy's
-``make`` builds; :func:`local_view` (a gathered field read from this rank
-alone), :func:`rule_gate` (a wrong policy class) and :class:`LeakyGate` (a
-seam that ignores the freeze) are such gates; :func:`off_by_one` moves the
-deadline one step late.
+"""Known-bad gates for the lock-step harness (:mod:`tests.support.lockstep`):
+each breaks one property, so its negative control shows that the property
+is checked. A gate variant is a mixin put in front of the package's class
+(:func:`with_gate`); a transport variant is a DP group object
+(:class:`StaleGroup`, :func:`local_column_group`); a settings variant
+(a bound one step late) is :func:`tests.support.lockstep.one_more`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from collections.abc import Callable
 from typing import Any
 
-from vllm_ascend_balance.gate.policies import GatePolicy, Gathered, Knobs
+import torch
+
+from tests.support.lockstep import Gate, Group, Make, compose
+from vllm_ascend_balance.gate.holds import HoldLedger
 from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
-
-#: ``(base scheduler class, setting) -> the gate class under test``.
-Make = Callable[[type, Any], type]
+from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 
 
-def with_gate(gate: type, compose: Make) -> Make:
-    """``gate`` in front of the class ``compose`` makes (the same knobs)."""
+def with_gate(gate: type, make: Make = compose) -> Make:
+    """``gate`` in front of the class ``make`` builds (the same settings)."""
 
     @functools.cache
-    def make(base: type, s: Any) -> type:
-        return type(f"{gate.__name__}{base.__name__}", (gate, compose(base, s)), {})
+    def made(base: type, settings: Gate) -> type:
+        return type(f"{gate.__name__}{base.__name__}", (gate, make(base, settings)), {})
 
-    return make
-
-
-def off_by_one(compose: Make) -> Make:
-    """Known-bad: the deadline one step late."""
-    return lambda base, s: compose(
-        base, dataclasses.replace(s, deadline=s.deadline + 1)
-    )
-
-
-def local_view(field: str, mine: Callable[[Any], Any]) -> type:
-    """Known-bad: the gathered ``field`` replaced by ``mine(scheduler)``,
-    this rank's own view."""
-
-    def _balance_decide(self: Any, seen: Gathered) -> bool:
-        own = dataclasses.replace(seen, **{field: mine(self)})
-        return BalanceSchedulerMixin._balance_decide(self, own)
-
-    return type(
-        f"Local_{field}", (BalanceSchedulerMixin,), {"_balance_decide": _balance_decide}
-    )
-
-
-def rule_gate(rule: type[GatePolicy]) -> type:
-    """Known-bad: the gate deciding by ``rule`` (a wrong policy class)."""
-
-    def _balance_policy(self: Any) -> GatePolicy:
-        if self._balance_rule is None:
-            knobs = Knobs(None, self.balance_max_held_steps, self.balance_align_window)
-            self._balance_rule = rule(knobs)
-        return self._balance_rule
-
-    namespace = {"_balance_policy": _balance_policy}
-    return type(f"{rule.__name__}Gate", (BalanceSchedulerMixin,), namespace)
+    return made
 
 
 class LeakyGate(BalanceSchedulerMixin):
-    """Known-bad: the seam ignores the freeze."""
+    """The seam ignores the decision (admits while held)."""
 
     def _should_stop_admitting_waiting(self) -> bool:
         return False
+
+
+class ChunkAtCapUncountedLedger(HoldLedger):
+    """The old ``throttled``: a chunk deferred on a rank at its cap is not
+    counted (only chunks below the cap were)."""
+
+    def note_deferred(self, scheduler: Any) -> bool:
+        deferring = super().note_deferred(scheduler)
+        if len(scheduler.running) >= scheduler.max_num_running_reqs:
+            self.deferred = ()
+        return deferring
+
+
+class ChunkAtCapUncounted(BalanceSchedulerMixin):
+    """The gate keeping its holds in :class:`ChunkAtCapUncountedLedger`."""
+
+    def _ledger(self) -> HoldLedger:
+        if self._balance_ledger is None:
+            self._balance_ledger = ChunkAtCapUncountedLedger()
+        return self._balance_ledger
+
+
+class KeepsCapacityBoundLedger(HoldLedger):
+    """Throttles without clearing vLLM's ``prefill_capacity_bound``: after a
+    step that held admission with requests waiting, vLLM defers nothing."""
+
+    def note_deferred(self, scheduler: Any) -> bool:
+        bound = getattr(scheduler, "prefill_capacity_bound", False)
+        deferring = super().note_deferred(scheduler)
+        scheduler.prefill_capacity_bound = bound
+        self.saved_capacity_bound = None
+        return deferring
+
+
+class KeepsCapacityBound(BalanceSchedulerMixin):
+    def _ledger(self) -> HoldLedger:
+        if self._balance_ledger is None:
+            self._balance_ledger = KeepsCapacityBoundLedger()
+        return self._balance_ledger
+
+
+class ChunksWhenHeld(BalanceSchedulerMixin):
+    """Holds chunks on every step that holds admission (``throttled``'s
+    old "closed by default": a chunk waits although no rank is held)."""
+
+    def balance_throttles(self) -> bool:
+        if not self.balance_frozen:
+            return False
+        return self._ledger().note_deferred(self)
+
+
+class NoRestart(BalanceSchedulerMixin):
+    """Keeps its run state when the DP group object is replaced."""
+
+    def admission_gather(self) -> None:
+        self._balance_group = self.dp_group
+        super().admission_gather()
+
+
+class CountsEveryGather(BalanceSchedulerMixin):
+    """``balance_frozen_gathers`` counted on every gather."""
+
+    def admission_gather(self) -> None:
+        super().admission_gather()
+        self.balance_frozen_gathers += not self.balance_frozen
+
+
+class PerRankCounter(BalanceSchedulerMixin):
+    """The frozen-run bound kept per rank: a held gather counts only while
+    this rank has requests waiting, so ranks open on different steps. Put
+    in front of an unbounded gate; ``local_bound`` is N."""
+
+    local_bound: int = 1
+    _local_run: int = 0
+
+    def admission_gather(self) -> None:
+        super().admission_gather()
+        if not self.balance_frozen:
+            self._local_run = 0
+        elif self._local_run >= self.local_bound:
+            self.balance_frozen = False
+            self.balance_fail_opens += 1
+            self._local_run = 0
+        elif self.waiting:  # type: ignore[attr-defined]
+            self._local_run += 1
+
+
+def per_rank_counter(base: type, gate: Gate) -> type:
+    """:class:`PerRankCounter` with N = the gate's ``max_frozen_steps``,
+    over the same policy unbounded."""
+    assert gate.max_frozen_steps is not None
+    unbounded = Gate(gate.policy, align_window=gate.align_window)
+    return _per_rank(base, unbounded, gate.max_frozen_steps)
+
+
+@functools.cache
+def _per_rank(base: type, unbounded: Gate, bound: int) -> type:
+    return type(
+        f"PerRankCounter{base.__name__}",
+        (PerRankCounter, compose(base, unbounded)),
+        {"local_bound": bound},
+    )
+
+
+class StaleGroup(BoardGroup):
+    """Rank 1 receives the previous exchange's vector (it decides on a
+    stale view); the first exchange on a group is served as posted."""
+
+    previous: torch.Tensor | None = None
+
+    def allgather(
+        self, output_tensor_lists: Any, input_tensor_list: Any, opts: Any = None
+    ) -> None:
+        current = self.board.vector.clone()
+        super().allgather(output_tensor_lists, input_tensor_list, opts)
+        (slots,) = output_tensor_lists
+        previous = self.previous
+        if previous is not None and previous.shape == current.shape:
+            for slot, row in zip(slots, previous.unbind(0), strict=True):
+                slot.copy_(row.reshape(slot.shape))
+        self.previous = current
+
+
+def stale_rank_one(board: GatherBoard, rank: int) -> Any:
+    return StaleGroup(board, rank) if rank == 1 else BoardGroup(board, rank)
+
+
+def local_column_group(column: int) -> Group:
+    """Every rank sees the other ranks' ``column`` as 0: it decides on its
+    own value of that quantity (e.g. a per-rank hold age)."""
+
+    class LocalColumn(BoardGroup):
+        def allgather(
+            self, output_tensor_lists: Any, input_tensor_list: Any, opts: Any = None
+        ) -> None:
+            super().allgather(output_tensor_lists, input_tensor_list, opts)
+            (slots,) = output_tensor_lists
+            for rank, slot in enumerate(slots):
+                if rank != self.dp_rank:
+                    slot.view(-1)[column] = 0
+
+    return LocalColumn
