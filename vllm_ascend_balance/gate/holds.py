@@ -35,6 +35,15 @@ def _requests(scheduler: Any, name: str) -> Any:
     return getattr(scheduler, name, None) or ()
 
 
+def _below_cap(scheduler: Any) -> bool:
+    """The rank could admit: running requests plus paused streaming sessions
+    (upstream's own stop condition) below the admission cap."""
+    active = len(scheduler.running) + getattr(
+        scheduler, "num_waiting_for_streaming_input", 0
+    )
+    return active < admission_cap(scheduler)
+
+
 def _has_decode(running: Any) -> bool:
     return any(not getattr(r, "is_prefill_chunk", False) for r in running)
 
@@ -62,10 +71,7 @@ class HoldLedger:
 
     def note_waiting_held(self, scheduler: Any) -> None:
         """The seam is holding this ``schedule()`` call's admission."""
-        active = len(scheduler.running) + getattr(
-            scheduler, "num_waiting_for_streaming_input", 0
-        )
-        self.waiting_held = active < admission_cap(scheduler)
+        self.waiting_held = _below_cap(scheduler)
 
     def note_deferred(self, scheduler: Any) -> bool:
         """Before a ``schedule()`` the gate throttles: record the chunks it
@@ -110,7 +116,7 @@ class HoldLedger:
         kept: dict[str, int] = {}
         age = 0
         running = scheduler.running
-        below = len(running) < admission_cap(scheduler)
+        below = _below_cap(scheduler)
         for name in HELD_QUEUES:
             for r in _requests(scheduler, name):
                 n = holds.get(r.request_id)

@@ -31,12 +31,12 @@ silently ignored.
 - ``balance_max_frozen_steps``: the opt-in bound against starvation (a
   positive JSON integer N; absent or null = the unbounded contract): after N
   consecutive frozen gathers the gate opens for one step (a "fail-open" step).
-- ``balance_max_held_steps``: the opt-in held-step bound (a positive JSON
-  integer N; instead of ``balance_max_frozen_steps``, never with it): the
-  same fail-open, after N consecutive frozen gathers on which some rank held
-  a request (WAITING non-empty, below the cap); frozen gathers that hold
-  nothing do not count
-  (:class:`~vllm_ascend_balance.gate.scheduler.BalanceSchedulerMixin`).
+- ``balance_max_held_steps``: the hold bound (a positive JSON integer N;
+  instead of ``balance_max_frozen_steps``, never with it): no request is held
+  more than N steps in all before its prefill completes; the gate opens for
+  every rank while some rank's oldest hold is at N (docs/gate-contract.md,
+  :mod:`~vllm_ascend_balance.gate.holds`). Absent: the policy's default
+  (``throttled``: 64; the contract: none).
 - ``balance_policy``: a name of the gate's policies
   (:data:`~vllm_ascend_balance.gate.policies.POLICIES`; absent or null: the
   contract, ``"leader_at_cap"``), and the knobs that policy declares (each a
