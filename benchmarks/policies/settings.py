@@ -18,19 +18,20 @@ BASELINE = "off"
 #: Our settings (balance scheduling's opt-in points), the family judged,
 #: in priority order (a case with fewer points keeps the first ones,
 #: :func:`ours`): the throttled rule (the recommended setting, first so that
-#: every cut grid runs it), the queued-leader rule, the batched rule at its
-#: default window (32 steps) and doubled, the contract (``on``), the cohort
-#: rule at its default window (16 steps). Every hold bounded at 64 steps
-#: (the policies' default deadline, spelled out). Six points, as many as
-#: each peer family's grid (:func:`check_grids`); the contract's bounded
-#: freeze (``on+max-frozen:64``), the last point before ``throttled``, left.
+#: every cut grid runs it), the queued-leader rule, the throttled rule with
+#: its window (default 16 steps) doubled, the contract (``on``), the
+#: throttled rule with its window halved, the contract's bounded freeze.
+#: Every opt-in hold bounded at 64 steps (throttled's default, spelled
+#: out). Six points, as many as each peer family's grid
+#: (:func:`check_grids`). (``aligned``, ``cohort`` and ``batched`` were
+#: retired into ``throttled``; their points are its window's.)
 OURS: tuple[str, ...] = (
     "on+throttled+max-held:64",
     "on+queued-leader+max-held:64",
-    "on+batched+max-held:64",
-    "on+batched:64+max-held:64",
+    "on+throttled:32+max-held:64",
     "on",
-    "on+cohort+max-held:64",
+    "on+throttled:8+max-held:64",
+    "on+max-frozen:64",
 )
 
 #: The one setting we recommend (docs/peer-policies.md), judged per cell
