@@ -107,8 +107,7 @@ def _ops(group: Any, rank: int) -> dict[str, Any]:
     slots = list(torch.zeros(n, dtype=torch.int64).split(1))
     out = torch.zeros(n, dtype=torch.int64)
     local = torch.tensor([rank + 1], dtype=torch.int64)
-    holder = type("Holder", (), {})()
-    extremes = layout(())  # the contract's two signals, leader and lowest
+    holder, extremes = type("Holder", (), {})(), layout(())  # leader, lowest
     sync = torch.zeros(2, dtype=torch.int32)  # vLLM's sync_dp_state tensor
     return {
         "all_gather": lambda: dist.all_gather(slots, local, group=group),
@@ -117,7 +116,7 @@ def _ops(group: Any, rank: int) -> dict[str, Any]:
         ),
         "all_reduce_sum": lambda: dist.all_reduce(sync, group=group),
         "all_reduce_max": lambda: reduce_signals(
-            holder, group, extremes, (rank + 1,), n + 1
+            holder, group, extremes, (rank + 1,), n
         ),
     }
 
