@@ -161,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{shares}  {note}".rstrip()
         )
     print(
-        "opt-in rules' payload [len(running), held, queued] (all_gather of 3 "
-        "int64 per rank) against the contract's 1: "
+        "throttled's quantities [len(running), held, queued, starved, "
+        "hold_age] (all_gather of 5 int64 per rank) against the contract's 1: "
         + "; ".join(
             f"DP {r['dp']} {r['flags_payload_us_per_step']:.1f} us vs "
             f"{r['gather_us_per_step']:.1f} us "

@@ -2,26 +2,31 @@
 # SPDX-License-Identifier: Apache-2.0
 """Per-rank cost of the gate's decision at a large DP size.
 
-Every active step each rank runs one exchange, then its policy's
-``decide()`` (:mod:`vllm_ascend_balance.gate.policies`) on the exchange's summary
-of the gathered tensor. This times, per rank and per step, at ``--dp`` ranks
-(default 256):
+Every active step each rank runs one exchange, then the gate's decision
+(:func:`~vllm_ascend_balance.gate.bound.step`: the policy's pure
+``decide()``, then the gate's own bounds) on the exchange's view. This
+times, per rank and per step, at ``--dp`` ranks (default 256):
 
-- ``decide``: the policy's decision given the summary, for each policy
-  (the part that differs between policies);
+- ``decide``: the gate's decision given the view, for each policy (the
+  part that differs between policies), its run state carried from call to
+  call as on a rank;
 - ``harness``: the timing loop's own call on the same inputs, doing
   nothing (the floor under ``decide``);
-- ``summary``: the summary of a gathered ``(dp, 1 + flags)`` int64 tensor as
-  :func:`~vllm_ascend_balance.gate.collectives.gather_extremes` computes it
-  (max/min of the running column, "any" of each flag column): the same
-  code for every policy, shown for scale.
+- ``summary``: the view of a gathered ``(dp, quantities)`` int64 tensor as
+  :func:`~vllm_ascend_balance.gate.collectives.gather_rows` computes it
+  (:func:`~vllm_ascend_balance.gate.signals.combine` of its rows): the
+  all-gather's cost at this size, shown for scale (the log-depth exchange
+  combines as it receives);
+- ``ledger``: the hold ledger's age of one rank
+  (:meth:`~vllm_ascend_balance.gate.holds.HoldLedger.oldest`) at the cap,
+  with holds on record: the gate's own work where a hold bound applies.
 
 Inputs: ``--cases`` gathered tensors drawn once from a seeded generator
-(running counts near the cap, flags set at random), cycled so the decision
-takes its different branches. Each figure is the median over ``--repeats``
-blocks of ns per call; each measurement runs twice (A and A', the same
-code and inputs) and the A'/A ratio is printed as the noise. Only ratios
-and counts are for comparing; nothing is asserted.
+(running counts near the cap, requests waiting at random), cycled so the
+decision takes its different branches. Each figure is the median over
+``--repeats`` blocks of ns per call; each measurement runs twice (A and
+A', the same code and inputs) and the A'/A ratio is printed as the noise.
+Only ratios and counts are for comparing; nothing is asserted.
 
     python benchmarks/bench_policy_decision.py            # DP 256
     python benchmarks/bench_policy_decision.py --quick --json decision.json
@@ -43,46 +48,65 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _checkout  # noqa: F401
 
+from types import SimpleNamespace  # noqa: E402
+
 import torch  # noqa: E402
 
-from vllm_ascend_balance.gate.policies import POLICIES, Gathered, Knobs, make_policy  # noqa: E402
+from vllm_ascend_balance.gate import bound  # noqa: E402
+from vllm_ascend_balance.gate.holds import HoldLedger  # noqa: E402
+from vllm_ascend_balance.gate.policies import POLICIES  # noqa: E402
+from vllm_ascend_balance.gate.settings import DEFAULT_POLICY, GateSettings  # noqa: E402
+from vllm_ascend_balance.gate.signals import Layout, View, combine  # noqa: E402
 
 CAP = 16
 BUDGET_NS = 1000.0
+#: Where a hold bound applies (every opt-in policy, as recommended).
+MAX_HELD = 64
 
 
-def gathered_tensors(dp: int, width: int, cases: int, seed: int) -> list[torch.Tensor]:
-    """``cases`` gathered tensors of shape ``(dp, width)`` (or ``(dp,)``)."""
+def gathered_tensors(
+    dp: int, layout: Layout, cases: int, seed: int
+) -> list[torch.Tensor]:
+    """``cases`` gathered tensors of shape ``(dp, quantities)`` (``(dp,)``
+    for ``len(running)`` alone), each column the quantity ``layout`` names."""
     rng = random.Random(seed)
-    # The fourth flag (``cohort``'s riding, ``batched``'s starved) from its
-    # own stream, so the other policies' inputs stay the ones they always
-    # had.
-    chunks = random.Random(seed + 1)
     out = []
     for _ in range(cases):
         rows = []
         for _ in range(dp):
             running = min(CAP, max(0, int(rng.gauss(CAP * 0.7, CAP * 0.3))))
             waiting = rng.random() < 0.4
-            below = running < CAP
-            flags = [int(waiting and below), int(waiting and not below)]
-            flags.append(int(below and not waiting))
-            if width > 4:
-                flags.append(int(chunks.random() < 0.1))
-            rows.append([running, *flags][:width])
+            values = {
+                "running": running,
+                "held": int(waiting and running < CAP),
+                "queued": int(waiting and running >= CAP),
+                "starved": int(waiting and running == 0),
+                "hold_age": rng.randint(0, MAX_HELD) if waiting else 0,
+            }
+            rows.append([values[q] for q in layout.quantities])
         tensor = torch.tensor(rows, dtype=torch.int64)
-        out.append(tensor[:, 0].contiguous() if width == 1 else tensor)
+        out.append(tensor[:, 0].contiguous() if tensor.shape[1] == 1 else tensor)
     return out
 
 
-def summary(gathered: torch.Tensor, columns: tuple[str, ...]) -> Gathered:
-    """What ``gather_extremes`` computes from the received tensor, named by
-    the policy's ``columns`` as the gate does."""
-    if gathered.dim() == 1:
-        return Gathered.of(int(gathered.max()), int(gathered.min()), CAP, ())
-    running = gathered[:, 0]
-    anyone = tuple(bool(x) for x in gathered[:, 1:].amax(dim=0).tolist())
-    return Gathered.of(int(running.max()), int(running.min()), CAP, anyone, columns)
+def summary(gathered: torch.Tensor, layout: Layout) -> View:
+    """What ``gather_rows`` computes from the received tensor."""
+    size = gathered.shape[0]
+    rows = gathered.reshape(size, -1).tolist()
+    return combine(layout, rows, CAP, size)
+
+
+def ledger_rank() -> tuple[HoldLedger, SimpleNamespace]:
+    """One rank at the cap with a decode, a chunk in flight and four
+    requests waiting, half of its requests with holds on record."""
+    running = [
+        SimpleNamespace(request_id=f"r{i}", is_prefill_chunk=i == 0) for i in range(CAP)
+    ]
+    waiting = [SimpleNamespace(request_id=f"w{i}") for i in range(4)]
+    rank = SimpleNamespace(running=running, waiting=waiting, max_num_running_reqs=CAP)
+    ledger = HoldLedger()
+    ledger.holds = {r.request_id: 3 for r in (running + waiting)[::2]}
+    return ledger, rank
 
 
 def per_call_ns(call: Callable[[int], object], calls: int, repeats: int) -> float:
@@ -102,30 +126,36 @@ def per_call_ns(call: Callable[[int], object], calls: int, repeats: int) -> floa
 
 def measure(dp: int, cases: int, calls: int, repeats: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
-    knobs = Knobs(None, 64, 8, 0.5)
     for name in POLICIES:
-        width = 1 + len(make_policy(name, knobs).flags(0, True, CAP))
-        if name == "leader_at_cap":
-            width = 1  # the contract's payload: len(running) alone
-        tensors = gathered_tensors(dp, width, cases, seed=dp)
-        policy = make_policy(name, knobs)
-        columns = policy.columns
-        seen = [summary(t, columns) for t in tensors]
-        decide = policy.decide
+        held = None if name == DEFAULT_POLICY else MAX_HELD
+        plan = bound.plan(GateSettings(name, max_held_steps=held))
+        layout = plan.layout
+        tensors = gathered_tensors(dp, layout, cases, seed=dp)
+        seen = [summary(t, layout) for t in tensors]
+        state = [plan.initial]
 
-        def run_decide(i: int, decide=decide, seen=seen) -> object:
-            return decide(seen[i % cases])
+        def run_decide(i: int, plan=plan, seen=seen, state=state) -> object:
+            state[0], decision, _ = bound.step(plan, state[0], seen[i % cases])
+            return decision
 
-        def run_summary(i: int, tensors=tensors, columns=columns) -> object:
-            return summary(tensors[i % cases], columns)
+        def run_summary(i: int, tensors=tensors, layout=layout) -> object:
+            return summary(tensors[i % cases], layout)
 
         def run_nothing(i: int, seen=seen) -> object:
             return seen[i % cases]
+
+        ledger, rank = ledger_rank()
+        kept = dict(ledger.holds)
+
+        def run_ledger(i: int, ledger=ledger, rank=rank, kept=kept) -> object:
+            ledger.holds = kept  # oldest() forgets nothing here: same input
+            return ledger.oldest(rank)
 
         for what, call, n in (
             ("harness", run_nothing, calls),
             ("decide", run_decide, calls),
             ("summary", run_summary, max(1, calls // 20)),
+            ("ledger", run_ledger, calls),
         ):
             a = per_call_ns(call, n, repeats)
             a2 = per_call_ns(call, n, repeats)

@@ -56,7 +56,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 #: The cases where a TensorRT-LLM setting is the strongest peer or where
 #: its TPOT leads (benchmarks/results/policies.md).
 CASES = ["builtin-dp4", "builtin-dp16", "builtin-dp64", "azure-dp16", "on-off-dp16"]
-OURS = ["off", "on+queued-leader+max-held:64", "on+batched+max-held:64"]
+OURS = ["off", "on+queued-leader+max-held:64", "on+throttled+max-held:64"]
 ADP = ["--routing", "trtllm-adp"]
 SHARED = ["--peer-router", "shared"]
 PEER = "(strongest peer; its router)"

@@ -100,13 +100,14 @@ def _ops(group: Any, rank: int) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from vllm_ascend_balance.gate.collectives import reduce_extremes
+    from vllm_ascend_balance.gate.collectives import reduce_signals
+    from vllm_ascend_balance.gate.signals import layout
 
     n = group.size()
     slots = list(torch.zeros(n, dtype=torch.int64).split(1))
     out = torch.zeros(n, dtype=torch.int64)
     local = torch.tensor([rank + 1], dtype=torch.int64)
-    holder = type("Holder", (), {})()
+    holder, extremes = type("Holder", (), {})(), layout(())  # leader, lowest
     sync = torch.zeros(2, dtype=torch.int32)  # vLLM's sync_dp_state tensor
     return {
         "all_gather": lambda: dist.all_gather(slots, local, group=group),
@@ -114,7 +115,9 @@ def _ops(group: Any, rank: int) -> dict[str, Any]:
             out, local, group=group
         ),
         "all_reduce_sum": lambda: dist.all_reduce(sync, group=group),
-        "all_reduce_max": lambda: reduce_extremes(holder, group, rank + 1),
+        "all_reduce_max": lambda: reduce_signals(
+            holder, group, extremes, (rank + 1,), n
+        ),
     }
 
 

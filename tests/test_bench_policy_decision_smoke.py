@@ -42,6 +42,8 @@ def test_bench_policy_decision_quick_writes_the_rows(tmp_path: Path) -> None:
     assert data["benchmark"] == "bench_policy_decision"
     rows = {(row["policy"], row["what"]) for row in data["rows"]}
     assert rows == {
-        (name, what) for name in POLICIES for what in ("harness", "decide", "summary")
+        (name, what)
+        for name in POLICIES
+        for what in ("harness", "decide", "summary", "ledger")
     }
     assert all(row["dp"] == 16 and row["ns"] > 0 for row in data["rows"])

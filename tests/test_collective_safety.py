@@ -200,16 +200,17 @@ def test_negative_control_gather_in_schedule_hangs(tmp_path):
     assert result.leftover_pids == [], "processes of the hung run survived"
 
 
-# The opt-in rule on the same deployment: the payload grows to
-# [len(running), held, queued] through the same hook and collective. What
-# can differ by vLLM version is the scheduler's queues, covered on every lane
-# by test_queued_leader_properties.py; the hook and transport are the
-# contract's, so the release lane runs this.
+# The opt-in policies on the same deployment, on their own exchange (the
+# log-depth one: no per-rank rows; each rank records what it sent, so the
+# rows are rebuilt from every rank's record of the same gather) through the
+# same hook. What can differ by vLLM version is the scheduler's queues,
+# covered on every lane by the policies' property tests; the hook and
+# transport are the contract's, so the release lane runs this.
 QUEUED_MODE = "on+queued-leader+max-held:4"
-# The aligned policy on the same deployment: the payload grows to
-# [len(running), held, queued, idle] through the same hook and collective;
-# the lock-step properties on every lane are test_aligned_properties.py's.
-ALIGNED_MODE = "on+aligned:4:0+max-held:4"
+# ``throttled`` (aligned, its predecessor here, was retired into it).
+THROTTLED_MODE = "on+throttled:4+max-held:4"
+HELD_BOUND = 4
+WINDOW = 4
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +222,7 @@ def policy_runs(tmp_path_factory):
         tmp,
         2,
         timeout=2 * TIMEOUT_S[2],
-        extra=("--mode", f"{QUEUED_MODE},{ALIGNED_MODE}"),
+        extra=("--mode", f"{QUEUED_MODE},{THROTTLED_MODE}"),
     )
 
 
@@ -232,6 +233,39 @@ def _mode_run(result: ReplayProcess, mode: str) -> dict[str, Any]:
     return run
 
 
+def _views(run_dir: Path, mode: str, policy: str) -> list[tuple[dict[str, Any], bool]]:
+    """Per gather: the group's view rebuilt from what every rank sent
+    (leader, lowest, each flag's "any", the oldest hold), and the decision
+    every rank took (asserted the same)."""
+    from vllm_ascend_balance.gate import bound
+    from vllm_ascend_balance.gate.settings import GateSettings
+
+    quantities = bound.plan(
+        GateSettings(policy, max_held_steps=HELD_BOUND)
+    ).layout.quantities
+    records = load_run_records(run_dir, mode, 2)
+    by_rank = [recs.gathers for _, recs in sorted(records.items())]
+    assert by_rank[0] and len({len(g) for g in by_rank}) == 1
+    out = []
+    for same in zip(*by_rank, strict=True):
+        assert len({g.frozen for g in same}) == 1, same
+        assert all(g.sent is not None and g.sent[0] == g.local for g in same), same
+        rows = [dict(zip(quantities, g.sent, strict=True)) for g in same]
+        running = [row["running"] for row in rows]
+        view = {
+            "leader": max(running),
+            "lowest": min(running),
+            "hold_age": max(row["hold_age"] for row in rows),
+            **{
+                flag: any(row[flag] for row in rows)
+                for flag in ("held", "queued", "starved")
+                if flag in quantities
+            },
+        }
+        out.append((view, same[0].frozen))
+    return out
+
+
 @pytest.mark.lane_scope("release")
 def test_queued_leader_completes_and_ranks_agree(policy_runs):
     result, run_dir = policy_runs
@@ -239,54 +273,44 @@ def test_queued_leader_completes_and_ranks_agree(policy_runs):
     assert run["status"] == "ok"
     assert run["metrics"]["completed"] == WAVES * (CAP + 4)
     assert result.leftover_pids == [], "engine processes outlived the replay"
-    records = load_run_records(run_dir, QUEUED_MODE, 2)
-    by_rank = [recs.gathers for _, recs in sorted(records.items())]
-    assert by_rank[0] and len({len(g) for g in by_rank}) == 1
-    run_length, freezes = 0, 0
-    for same in zip(*by_rank, strict=True):
-        assert len({(tuple(g.gathered), str(g.flags), g.frozen) for g in same}) == 1
-        gather = same[0]
-        assert gather.flags is not None, "the rule's flags were not gathered"
-        held = any(h for h, _ in gather.flags)
-        queued = any(q for _, q in gather.flags)
+    freezes = 0
+    for view, frozen in _views(run_dir, QUEUED_MODE, "queued_leader"):
         # The rule, independently: freeze only while a rank at the cap has a
-        # queue, and no more than 4 consecutive frozen gathers that held one.
-        if not queued:
-            assert not gather.frozen, gather
-            run_length = 0
-        elif held and run_length >= 4:
-            assert not gather.frozen, f"held past the bound: {gather}"
-            run_length = 0
-        else:
-            assert gather.frozen, gather
-            run_length += held
-        freezes += gather.frozen
+        # queue, and open whenever a hold reached the bound.
+        expected = view["queued"] and view["hold_age"] < HELD_BOUND
+        assert frozen == expected, view
+        freezes += frozen
     assert freezes > 0, "the skewed load never queued a rank at the cap"
 
 
-@pytest.mark.lane_scope("release")
-def test_aligned_completes_and_ranks_agree(policy_runs):
-    from tests.test_aligned_properties import Setting, expected
+def _throttled(views: list[dict[str, Any]]) -> list[bool]:
+    """``throttled``'s admission decisions as docs/gate-contract.md states
+    them, with the hold bound: the oracle of this deployment's gathers (a
+    replaced group would restart it; this deployment keeps one)."""
+    since = 1 << 30  # before the first opening
+    decided = []
+    for view in views:
+        since += 1
+        if not view["held"]:
+            hold = True
+        elif view["starved"]:
+            hold, since = False, 0
+        elif view["queued"] or since < -(-WINDOW * view["lowest"] ** 2 // CAP**2):
+            hold = True  # a rank at the cap waits, or the batching wait
+        else:
+            hold, since = False, 0
+        decided.append(hold and view["hold_age"] < HELD_BOUND)
+    return decided
 
+
+@pytest.mark.lane_scope("release")
+def test_throttled_completes_and_ranks_agree(policy_runs):
     result, run_dir = policy_runs
-    run = _mode_run(result, ALIGNED_MODE)
+    run = _mode_run(result, THROTTLED_MODE)
     assert run["status"] == "ok"
     assert run["metrics"]["completed"] == WAVES * (CAP + 4)
     assert result.leftover_pids == [], "engine processes outlived the replay"
-    records = load_run_records(run_dir, ALIGNED_MODE, 2)
-    by_rank = [recs.gathers for _, recs in sorted(records.items())]
-    assert by_rank[0] and len({len(g) for g in by_rank}) == 1
-    rows, decided = [], []
-    for same in zip(*by_rank, strict=True):
-        assert len({(tuple(g.gathered), str(g.flags), g.frozen) for g in same}) == 1
-        gather = same[0]
-        assert gather.flags is not None and all(len(f) == 3 for f in gather.flags)
-        rows.append(
-            [(r, *f) for r, f in zip(gather.gathered, gather.flags, strict=True)]
-        )
-        decided.append(gather.frozen)
-    # The policy's oracle over the gathers the ranks really received (a
-    # replaced group would restart it; this deployment keeps one).
-    oracle = expected(rows, by_rank[0][0].cap, Setting(4, 0.0, 4))
-    assert decided == [d == "frozen" for d in oracle]
-    assert any(decided), "the skewed load never froze the aligned gate"
+    views = _views(run_dir, THROTTLED_MODE, "throttled")
+    decided = [frozen for _, frozen in views]
+    assert decided == _throttled([view for view, _ in views])
+    assert any(decided), "the skewed load never froze the throttled gate"

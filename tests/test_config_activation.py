@@ -619,8 +619,8 @@ def test_bounded_setting_composes_the_bound(recorder: list[dict[str, Any]]) -> N
     )
     activation.run_engine_core(vllm_config=vllm_config(ON), dp_rank=0, local_dp_rank=0)
     bounded, unbounded = (call["scheduler_cls"] for call in recorder)
-    assert bounded.balance_max_frozen_steps == 5
-    assert unbounded.balance_max_frozen_steps is None
+    assert bounded.balance_plan().max_frozen_steps == 5
+    assert unbounded.balance_plan().max_frozen_steps is None
     assert unbounded is composition.compose_scheduler(sched_mod.Scheduler)
 
 
@@ -827,10 +827,10 @@ def _doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 def test_doctor_shows_bound_and_reach(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _doctor(capsys, "--additional-config", json.dumps(_bounded(8)))
     assert code == 0
-    assert "freeze bound:          8" in out
+    assert "freeze bound:          freeze bounded: after 8 consecutive" in out
     assert f"gate reaches seam:     yes (Scheduler.{SEAM})" in out
     code, out = _doctor(capsys, "--additional-config", json.dumps(ON))
-    assert code == 0 and "freeze bound:          unbounded" in out
+    assert code == 0 and "freeze bound:          freeze unbounded" in out
     code, out = _doctor(
         capsys,
         "--additional-config",

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from tests.support.vllm_objects import make_vllm_config
+from vllm_ascend_balance.gate import policies
+from vllm_ascend_balance.gate.settings import GateSettings
 from vllm_ascend_balance.tools import doctor
 from vllm_ascend_balance.wiring import (
     activation_plan,
@@ -47,26 +49,24 @@ FIELDS = {
     "balance_policy": "policy",
     "balance_stall_warning_s": "stall_warning_s",
     "balance_collective": "collective",
-    "balance_align_window": "align_window",
-    "balance_align_min_load": "align_min_load",
 }
 VALID = {
     "balance_max_frozen_steps": st.sampled_from([1, 7, 64]),
     "balance_max_held_steps": st.sampled_from([1, 16]),
-    "balance_policy": st.sampled_from(["leader_at_cap", "queued_leader", "aligned"]),
+    "balance_policy": st.sampled_from(["leader_at_cap", "queued_leader", "throttled"]),
     "balance_stall_warning_s": st.sampled_from([0.5, 60]),
     "balance_collective": st.sampled_from(["all_gather", "all_reduce_max"]),
     "balance_align_window": st.sampled_from([1, 8, 32]),
-    "balance_align_min_load": st.sampled_from([0, 0.5, 1]),
 }
 INVALID = {
     "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5]),
     "balance_max_held_steps": st.sampled_from([0, True, "16"]),
-    "balance_policy": st.sampled_from(["fair", 1, True]),
+    "balance_policy": st.sampled_from(["fair", 1, True, "aligned", "batched"]),
     "balance_stall_warning_s": st.sampled_from([-1, True, "60", float("inf")]),
     "balance_collective": st.sampled_from(["ring", 3, True]),
     "balance_align_window": st.sampled_from([0, True, "8", 2.5]),
-    "balance_align_min_load": st.sampled_from([-0.1, 1.5, True, "0.5"]),
+    # A retired policy's key: read only to be refused, whatever its value.
+    "balance_align_min_load": st.sampled_from([0, 0.5, True, "0.5"]),
 }
 STRANGERS = ["balance_foo", "balance_max_frozen_step", "balance_colective"]
 
@@ -78,7 +78,7 @@ def cases(draw: Any) -> tuple[str, str, str, Any, bool]:
     key = draw(st.sampled_from([*OPTIONS, *STRANGERS]))
     position = draw(st.sampled_from(["nested", "top"]))
     if key in OPTIONS:
-        valid = draw(st.booleans())
+        valid = key in VALID and draw(st.booleans())
         value = draw(VALID[key] if valid else INVALID[key])
     else:
         valid, value = False, 5
@@ -99,8 +99,9 @@ def build(
         environ[ENV_SETTING] = "1"
     section = sched if position == "nested" else additional
     section[key] = value
-    if key in config.NEEDS_ALIGNED:
-        section["balance_policy"] = "aligned"  # the only policy that reads it
+    owners = policies.knob_owners(key)
+    if owners:
+        section["balance_policy"] = owners[0]  # a knob comes with its policy
     if sched:
         additional["scheduler_config"] = sched
     return additional, environ
@@ -128,7 +129,11 @@ def outcome(reader: Any, case: tuple[str, str, str, Any, bool]) -> str:
         return "" if not setting.enabled else "enabled with the switch off"
     if not valid:
         return f"{key}={value!r} accepted silently"
-    got = getattr(setting, FIELDS[key])
+    got = (
+        getattr(setting, FIELDS[key])
+        if key in FIELDS
+        else setting.gate.knob(key, "unset")
+    )
     want = float(value) if key == "balance_stall_warning_s" else value
     return "" if got == want else f"{key}={value!r} ignored (read {got!r})"
 
@@ -177,7 +182,7 @@ def test_the_bound_shows_in_the_plan_and_in_doctor(
         ["--data-parallel-size", "2", "--additional-config", json.dumps(additional)]
     )
     assert doctor.run(args) == 0
-    assert "freeze bound:          64" in capsys.readouterr().out
+    assert "freeze bound:          freeze bounded: after 64" in capsys.readouterr().out
 
 
 def test_written_twice_is_refused() -> None:
@@ -221,8 +226,15 @@ def test_each_example_sets_its_own_key(where: str) -> None:
         text = config.example(key, where)
         body = json.loads(text.split("'")[1])
         section = body if where == config.TOP else body["scheduler_config"]
-        # The aligned policy's knobs come with the policy that reads them.
-        needs = {"balance_policy": "aligned"} if key in config.NEEDS_ALIGNED else {}
+        if key in policies.RETIRED_KEYS:
+            # Read only to be refused: no example sets it.
+            with pytest.raises(BalanceConfigError, match="retired") as err:
+                read_user_setting(body, {})
+            assert "\n" not in str(err.value)
+            continue
+        # A policy's knobs come with the policy that reads them.
+        owners = policies.knob_owners(key)
+        needs = {"balance_policy": owners[0]} if owners else {}
         assert section == {SWITCH: True, key: OPTIONS[key], **needs}
         read_user_setting(body, {})  # and the example itself is accepted
 
@@ -237,8 +249,7 @@ def test_both_bounds_are_refused_in_one_line(where: str) -> None:
                     additional_config={
                         config.CARRIED_KEY: {
                             "enabled": True,
-                            "max_frozen_steps": 64,
-                            "max_held_steps": 16,
+                            "gate": {"max_frozen_steps": 64, "max_held_steps": 16},
                         }
                     }
                 )
@@ -260,8 +271,18 @@ def test_the_held_bound_reaches_the_composed_class() -> None:
     assert (plan.max_held_steps, plan.max_frozen_steps) == (16, None)
     assert any("balance_max_held_steps" in note for note in plan.notes)
     assert plan.scheduler_cls is not None
-    cls = composition.compose_scheduler(plan.scheduler_cls, None, "all_gather", 16)
-    assert (cls.balance_max_held_steps, cls.balance_max_frozen_steps) == (16, None)
+    cls = composition.planned_scheduler_cls(plan)
+    resolved = cls.balance_plan()
+    assert (resolved.max_held_steps, resolved.max_frozen_steps) == (16, None)
+    # The control: the contract's class with no bound set bounds nothing.
+    bare = composition.compose_scheduler(plan.scheduler_cls, GateSettings())
+    assert (
+        bare.balance_plan().max_held_steps,
+        bare.balance_plan().max_frozen_steps,
+    ) == (
+        None,
+        None,
+    )
 
 
 def test_doctor_shows_the_policy_and_the_held_bound(
@@ -282,7 +303,10 @@ def test_doctor_shows_the_policy_and_the_held_bound(
     )
     doctor.run(args)
     out = capsys.readouterr().out
-    assert "freeze bound:          64 held steps" in out
+    assert (
+        "freeze bound:          holds bounded: no request is held more than 64" in out
+    )
+    assert "(additional_config.scheduler_config.balance_max_held_steps)" in out
     assert "freeze policy:         queued_leader" in out
 
 
@@ -295,39 +319,62 @@ def test_an_unknown_policy_is_refused_in_one_line() -> None:
     assert "did you mean" not in str(e.value)
     with pytest.raises(BalanceConfigError) as err:
         read_user_setting(
-            {"scheduler_config": {SWITCH: True, "balance_policy": "cohrt"}}, {}
+            {"scheduler_config": {SWITCH: True, "balance_policy": "throtled"}}, {}
         )
-    assert 'did you mean "cohort"?' in str(err.value)
+    assert 'did you mean "throttled"?' in str(err.value)
     assert "\n" not in str(err.value)
 
 
-def test_aligned_knobs_need_the_aligned_policy_and_the_held_bound() -> None:
-    """The ``aligned`` policy's knobs with another policy, or the frozen
-    bound with ``aligned``, are refused in one line naming the key."""
+@pytest.mark.parametrize("name", sorted(policies.RETIRED))
+def test_a_retired_policy_is_refused_naming_its_replacement(name: str) -> None:
+    """``aligned``, ``cohort`` and ``batched`` were folded into
+    ``throttled``: each is refused in one line that names it."""
+    with pytest.raises(BalanceConfigError, match="retired") as err:
+        read_user_setting(
+            {"scheduler_config": {SWITCH: True, "balance_policy": name}}, {}
+        )
+    message = str(err.value)
+    assert "\n" not in message
+    assert f'use "{policies.RETIRED[name]}"' in message
+
+
+def test_a_knob_needs_its_policy_and_a_retired_key_is_refused() -> None:
+    """A policy's knob with another policy, and a retired policy's key with
+    any, are refused in one line naming the key (the control: the same knob
+    with its own policy is read)."""
     refused = [
         ({"balance_align_window": 8}, "balance_align_window is read by"),
         (
-            {"balance_policy": "queued_leader", "balance_align_min_load": 0.5},
-            "balance_align_min_load is read by",
+            {"balance_policy": "queued_leader", "balance_align_window": 8},
+            "balance_align_window is read by",
         ),
         (
-            {"balance_policy": "aligned", "balance_max_frozen_steps": 64},
-            "bounds every hold with balance_max_held_steps",
+            {"balance_policy": "throttled", "balance_align_min_load": 0.5},
+            "balance_align_min_load went with the retired",
         ),
     ]
     for options, message in refused:
         with pytest.raises(BalanceConfigError, match=message) as caught:
             read_user_setting({"scheduler_config": {SWITCH: True, **options}}, {})
         assert "\n" not in str(caught.value)
-        assert "e.g. --additional-config" in str(caught.value)
+    accepted = read_user_setting(
+        {
+            "scheduler_config": {
+                SWITCH: True,
+                "balance_policy": "throttled",
+                "balance_align_window": 8,
+            }
+        },
+        {},
+    )
+    assert accepted.gate.knob("balance_align_window") == 8
 
 
-def test_aligned_setting_travels_to_the_engines_and_composes() -> None:
+def test_throttled_setting_travels_to_the_engines_and_composes() -> None:
     section = {
         SWITCH: True,
-        "balance_policy": "aligned",
+        "balance_policy": "throttled",
         "balance_align_window": 12,
-        "balance_align_min_load": 0.25,
         "balance_max_held_steps": 32,
     }
     setting = read_user_setting({"scheduler_config": section}, {})
@@ -337,19 +384,15 @@ def test_aligned_setting_travels_to_the_engines_and_composes() -> None:
     assert again == setting
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    cls = composition.compose_scheduler(
-        Scheduler,
-        max_held_steps=32,
-        policy="aligned",
-        align_window=12,
-        align_min_load=0.25,
-    )
-    assert (cls.balance_align_window, cls.balance_align_min_load) == (12, 0.25)
-    assert cls.balance_policy == "aligned"
+    cls = composition.compose_scheduler(Scheduler, setting.gate)
+    resolved = cls.balance_plan()
+    assert resolved.policy.name == "throttled"
+    assert dict(resolved.knobs) == {"balance_align_window": 12}
+    assert resolved.max_held_steps == 32
 
 
-def test_doctor_shows_the_aligned_policy(capsys: pytest.CaptureFixture[str]) -> None:
-    section = {SWITCH: True, "balance_policy": "aligned", "balance_align_window": 6}
+def test_doctor_shows_the_throttled_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    section = {SWITCH: True, "balance_policy": "throttled", "balance_align_window": 6}
     args = doctor.parse_args(
         [
             "--data-parallel-size",
@@ -360,8 +403,11 @@ def test_doctor_shows_the_aligned_policy(capsys: pytest.CaptureFixture[str]) -> 
     )
     doctor.run(args)
     out = capsys.readouterr().out
-    assert "freeze policy:         aligned: queued-leader freeze" in out
-    assert "at most every 6 steps; no hold past 64 held steps" in out
+    assert "freeze policy:         throttled: " in out
+    assert "(balance_align_window=6)" in out
+    # Its default hold bound, unset in the configuration.
+    assert "no request is held more than 64 steps" in out
+    assert "(the throttled default)" in out
 
 
 def test_off_refuses_only_the_switch_as_operating_md_says(

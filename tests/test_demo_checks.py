@@ -121,16 +121,16 @@ def test_without_the_executor_doctor_names_balances_class(
         (
             [
                 "--additional-config",
-                '{"scheduler_confg": {"balance_policy": "cohort"}}',
+                '{"scheduler_confg": {"balance_policy": "throttled"}}',
             ],
             ["additional_config.scheduler_confg", 'under "scheduler_config"'],
         ),
         (
             [
                 "--additional-config",
-                '{"scheduler_config": {"balance_policy": "cohrt"}}',
+                '{"scheduler_config": {"balance_policy": "throtled"}}',
             ],
-            ["balance_policy", 'did you mean "cohort"?'],
+            ["balance_policy", 'did you mean "throttled"?'],
         ),
     ],
 )

@@ -89,7 +89,7 @@ def _rank_main(rank: int, parallel_config: Any, bad: bool, out_path: str) -> Non
     parallel_config.data_parallel_rank_local = rank
     group = parallel_config.stateless_init_dp_group()
     scheduler: Any = make_scheduler(
-        composition.compose_scheduler(Scheduler, None), max_num_seqs=CAP
+        composition.compose_scheduler(Scheduler), max_num_seqs=CAP
     )
     if bad:
         _skips_on_ft_return(DPEngineCoreProc)

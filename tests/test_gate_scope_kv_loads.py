@@ -36,6 +36,7 @@ from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin, has_held_waiting
+from vllm_ascend_balance.gate.settings import GateSettings
 
 pytestmark = [
     pytest.mark.lane_scope("fork"),
@@ -130,14 +131,20 @@ def test_negative_control_loads_past_the_gate_are_caught():
 
 
 def test_payload_sees_async_kv_waiting():
-    """The opt-in rules' flags read every held queue: a rank whose only
+    """The opt-in rules' signals read every held queue: a rank whose only
     queued requests wait in ``async_kv_waiting`` reports them (``waiting``
-    alone would say nothing is queued)."""
+    alone would say nothing is held)."""
     scheduler = _scheduler(Scheduler)
-    type(scheduler).balance_policy = "queued_leader"
-    try:
-        scheduler.add_request(_remote("kv0"))
-        assert not scheduler.waiting and scheduler.async_kv_waiting
-        assert scheduler.admission_payload() == (0, (1, 0))
-    finally:
-        del type(scheduler).balance_policy
+    cls = type(scheduler)
+    cls.balance_settings = GateSettings("throttled")  # a class of this test's
+    scheduler.add_request(_remote("kv0"))
+    assert not scheduler.waiting and scheduler.async_kv_waiting
+    payload = scheduler.admission_payload()
+    quantities = dict(zip(cls.balance_plan().layout.quantities, payload, strict=True))
+    assert quantities == {
+        "running": 0,
+        "held": 1,
+        "queued": 0,
+        "starved": 1,
+        "hold_age": 0,
+    }

@@ -21,11 +21,13 @@ N spawned processes (N = 2 and 3) each play one DP rank of an engine core:
 
 Each rank counts every collective (wrappers around
 ``torch.distributed.all_gather_into_tensor``, ``all_gather`` and
-``all_reduce``). The parent asserts: exactly one gather per step per rank,
-after the upstream all-reduce when there is one, on the injected group, with
-payload ``len(running)``; every rank received the same vector and took the
-same decision, equal to the contract's ``max == cap``; a frozen step admits
-nothing anywhere.
+``all_reduce``, and the gate's log-depth exchange, whose point-to-point
+messages go through the group itself). The parent asserts: exactly one
+gather per step per rank, after the upstream all-reduce when there is one,
+on the injected group, with payload ``len(running)`` (the contract's; an
+opt-in policy's quantities start with it); every rank received the same
+vector and took the same decision, equal to the contract's ``max == cap``;
+a frozen step admits nothing anywhere.
 
 Elastic EP: in the 3-rank run, ranks 0 and 1 switch mid-run to a new 2-rank
 group (as ``reinitialize_distributed`` replaces ``dp_group``) while rank 2
@@ -97,6 +99,18 @@ class _CollectiveLog:
         real = getattr(parallel_module, "cpu_all_reduce_", None)
         if real is not None:
             parallel_module.cpu_all_reduce_ = self._wrap("all_reduce", real, 1)
+        # The gate's log-depth exchange: the group's own send/recv, one
+        # call per step (its rounds are test_collectives.py's).
+        from vllm_ascend_balance.gate import collectives
+
+        exchange = collectives.EXCHANGES["all_reduce_max"]
+
+        def log_depth(scheduler: Any, group: Any, *rest: Any) -> Any:
+            local = list(rest[1])
+            self.calls.append({"name": "log_depth", "group": group, "payload": local})
+            return exchange(scheduler, group, *rest)
+
+        collectives.EXCHANGES["all_reduce_max"] = log_depth
 
     def _wrap(self, name: str, real: Any, group_arg: int | None = None) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -153,13 +167,19 @@ class Scenario:
     max_frozen: int | None = None
     per_rank_counter: bool = False
     policy: str = "leader_at_cap"
+    collective: str | None = None
 
 
 # Per world size, what the tests below read. The balance-off part removes
 # the hook; it comes last only for readability (every scenario installs it).
 SCENARIOS = {
     2: {
-        "aligned": Scenario(policy="aligned"),
+        # Every opt-in policy on both exchanges (the contract's are below).
+        **{
+            f"{policy}-{collective}": Scenario(policy=policy, collective=collective)
+            for policy in ("queued_leader", "throttled")
+            for collective in ("all_gather", "all_reduce_max")
+        },
         "bounded": Scenario(max_frozen=2),
         "per-rank-counter": Scenario(per_rank_counter=True),
         "cadence": Scenario(run_disabled=True),
@@ -202,6 +222,7 @@ def _scenario(
 
     from tests.support.vllm_objects import make_request, make_scheduler
     from vllm_ascend_balance.gate.scheduler import admission_cap
+    from vllm_ascend_balance.gate.settings import GateSettings
     from vllm_ascend_balance.wiring import composition
     from vllm_ascend_balance.wiring.engine_hook import (
         install_gather_hook,
@@ -215,13 +236,17 @@ def _scenario(
     groups = [group]
 
     base = AsyncScheduler if rank == 1 else Scheduler
-    scheduler_cls = (
-        composition.compose_scheduler(base, max_frozen)
+    settings = (
+        GateSettings(max_frozen_steps=max_frozen)
         if policy == "leader_at_cap"
-        else composition.compose_scheduler(
-            base, max_held_steps=4, policy=policy, align_window=4, align_min_load=0.0
+        else GateSettings(
+            policy,
+            (("balance_align_window", 4),) if policy == "throttled" else (),
+            max_held_steps=4,
+            collective=scenario.collective,
         )
     )
+    scheduler_cls = composition.compose_scheduler(base, settings)
     if scenario.per_rank_counter:
         scheduler_cls = type("PerRankCounter", (PerRankCounterGate, scheduler_cls), {})
     scheduler: Any = make_scheduler(scheduler_cls, max_num_seqs=CAP, num_blocks=400)
@@ -272,6 +297,7 @@ def _scenario(
             "frozen": bool(scheduler.balance_frozen),
             "fail_opens": scheduler.balance_fail_opens,
             "cap": admission_cap(scheduler),
+            "width": len(scheduler.balance_plan().layout.quantities),
         }
 
     last = STEPS
@@ -420,29 +446,60 @@ def test_gather_cadence_three_ranks_elastic_shrink(
         assert sizes == [3] * SHRINK_AT + [2] * (STEPS - SHRINK_AT)
 
 
-def test_aligned_policy_stays_one_gather_per_step(two_ranks: dict[str, Any]) -> None:
-    """The opt-in ``aligned`` policy: still exactly one collective per step
-    per rank, after upstream's sync, carrying ``[len(running), held,
-    queued, idle]``; every rank receives the same rows and decides the
+POLICY_SCENARIOS = [
+    name for name, s in SCENARIOS[2].items() if s.policy != "leader_at_cap"
+]
+
+
+@pytest.mark.parametrize("name", POLICY_SCENARIOS)
+def test_opt_in_policies_stay_one_exchange_per_step(
+    two_ranks: dict[str, Any], name: str
+) -> None:
+    """Every opt-in policy, on the all-gather and on the log-depth exchange
+    (its default): still exactly one exchange per step per rank, after
+    upstream's sync, carrying the policy's quantities (``len(running)``
+    first); every rank receives the same rows (all-gather) and decides the
     same; a frozen step admits nothing anywhere."""
-    results = two_ranks["aligned"]
+    scenario = SCENARIOS[2][name]
+    results = two_ranks[name]
     steps = [result["steps"] for result in results]
+    kind = "all_gather" if scenario.collective == "all_gather" else "log_depth"
     frozen_steps = 0
     for index in range(STEPS):
         recs = [ranked[index] for ranked in steps]
         for rec in recs:
             gathers = [c for c in rec["calls"] if c != "all_reduce"]
-            assert len(gathers) == 1, f"step {index}: {rec['calls']}"
+            assert gathers == [kind], f"step {index}: {rec['calls']}"
             assert rec["calls"][-1] == gathers[0], rec["calls"]
             (sent,) = rec["gather_payloads"]
-            assert len(sent) == 4 and sent[0] == rec["payload"], sent
-        assert recs[0]["vector"] == recs[1]["vector"], f"step {index}"
-        assert [row[0] for row in recs[0]["vector"]] == [r["payload"] for r in recs]
+            assert len(sent) == rec["width"] > 1 and sent[0] == rec["payload"], sent
+        if kind == "all_gather":
+            assert recs[0]["vector"] == recs[1]["vector"], f"step {index}"
+            running = [row[0] for row in recs[0]["vector"]]
+            assert running == [r["payload"] for r in recs]
+        else:
+            assert all(rec["vector"] is None for rec in recs)  # no per-rank rows
         assert len({rec["frozen"] for rec in recs}) == 1, f"step {index}"
         if recs[0]["frozen"] and index + 1 < STEPS:
             frozen_steps += 1
             assert all(ranked[index + 1]["admitted"] == 0 for ranked in steps)
-    assert frozen_steps > 0, "the skewed load never froze the aligned gate"
+    assert frozen_steps > 0, f"the skewed load never froze {name}"
+
+
+@pytest.mark.parametrize("policy", ["queued_leader", "throttled"])
+def test_both_exchanges_decide_the_same_on_real_gloo(
+    two_ranks: dict[str, Any], policy: str
+) -> None:
+    """The same load on both exchanges: the same decision on every step
+    (every signal combines by an idempotent operation)."""
+
+    def decisions(collective: str) -> list[list[tuple[bool, int]]]:
+        return [
+            [(rec["frozen"], rec["fail_opens"]) for rec in result["steps"]]
+            for result in two_ranks[f"{policy}-{collective}"]
+        ]
+
+    assert decisions("all_gather") == decisions("all_reduce_max")
 
 
 def test_single_process_buffer_follows_group_size() -> None:

@@ -150,42 +150,42 @@ def test_mode_grammar_of_the_balance_settings():
             parse_modes(bad)
 
 
-def test_mode_grammar_of_the_aligned_policy():
-    plain, tuned = parse_modes("on+aligned,on+aligned:32:25+max-held:16")
-    assert plain.bounds(8) == {"balance_policy": "aligned"}  # its own deadline
+def test_mode_grammar_of_the_throttled_policy():
+    plain, tuned, frozen = parse_modes(
+        "on+throttled,on+throttled:32+max-held:16,on+throttled+max-frozen:4"
+    )
+    assert plain.bounds(8) == {"balance_policy": "throttled"}  # its own bound
     assert tuned.bounds(None) == {
-        "balance_policy": "aligned",
+        "balance_policy": "throttled",
         "balance_align_window": 32,
-        "balance_align_min_load": 0.25,
         "balance_max_held_steps": 16,
     }
-    assert plain.config != tuned.config
+    # A bound the mode names replaces the policy's own.
+    assert frozen.bounds(None) == {
+        "balance_policy": "throttled",
+        "balance_max_frozen_steps": 4,
+    }
+    assert len({m.config for m in (plain, tuned, frozen)}) == 3
     for bad, words in [
-        ("aligned", "needs balance on"),
-        ("on+aligned:0", "W >= 1"),
-        ("on+aligned:8:101", "P <= 100"),
-        ("on+aligned:8:x", "integers"),
-        ("on+aligned+max-frozen:4", "max-held:N, not max-frozen:N"),
+        ("throttled", "needs balance on"),
+        ("on+throttled:0", "balance_align_window must be an integer from 1"),
+        ("on+throttled:x", "balance_align_window must be an integer"),
+        ("on+throttled:8:9", r"expected on\+throttled\[:ALIGN_WINDOW\]"),
+        ("on+throttled+max-frozen:4+max-held:4", "keep one"),
     ]:
         with pytest.raises(ModeError, match=words):
             parse_modes(bad)
 
 
-def test_mode_grammar_of_the_batched_policy():
-    plain, tuned = parse_modes("on+batched,on+batched:64+max-held:16")
-    assert plain.bounds(8) == {"balance_policy": "batched"}  # its own deadline
-    assert tuned.bounds(None) == {
-        "balance_policy": "batched",
-        "balance_align_window": 64,
-        "balance_max_held_steps": 16,
-    }
-    for bad, words in [
-        ("batched", "needs balance on"),
-        ("on+batched:0", "W >= 1"),
-        ("on+batched+max-frozen:4", "max-held:N, not max-frozen:N"),
-    ]:
-        with pytest.raises(ModeError, match=words):
-            parse_modes(bad)
+@pytest.mark.parametrize("name", ["aligned", "cohort", "batched"])
+def test_retired_policies_are_refused_naming_throttled(name: str) -> None:
+    """Retired on purpose (folded into ``throttled``): each name, with or
+    without knobs and bounds, is refused in one line naming the
+    replacement."""
+    for text in (f"on+{name}", f"on+{name}:8+max-held:16"):
+        with pytest.raises(ModeError, match="retired; use on\\+throttled") as err:
+            parse_modes(f"off,{text}")
+        assert "\n" not in str(err.value)
 
 
 def test_runs_alternate_abba():

@@ -5,16 +5,21 @@
 
 On vLLM's real ``DPEngineCoreProc``: activation installs the hook on
 ``_should_throttle_prefills`` only where the active policy holds chunks;
-the hooked method says yes on a frozen step of that policy (and clears the
-scheduler's ``prefill_capacity_bound``), keeps vLLM's own answer otherwise,
-and a release whose ``Scheduler.schedule`` takes no ``throttle_prefills``
-is refused in one line. Real schedulers; the engine object handed to the
-hooked method is a stand-in carrying the fields that method reads (an
-engine process cannot start here without a model run).
+the hooked method says yes on a step whose decision holds chunks, on a
+rank with a chunk in flight and a decode to run (and clears the
+scheduler's ``prefill_capacity_bound`` for that step only: the gate's next
+exchange puts it back), keeps vLLM's own answer otherwise. A release whose
+``Scheduler.schedule`` takes no ``throttle_prefills`` runs the policy
+without chunk holds, with a note saying so (it was refused before the gate
+bounded every hold itself). Real schedulers with real requests in flight;
+the engine object handed to the hooked method is a stand-in carrying the
+fields that method reads (an engine process cannot start here without a
+model run).
 
-Negative controls: ``batched`` (a policy that does not hold chunks) gets no
-hook and no throttle while frozen; without the hook vLLM's own answer stays
-no on a frozen step.
+Negative controls: ``queued_leader`` (a policy that does not hold chunks)
+gets no hook; a decision that holds admission but not chunks, and a rank
+with nothing to defer, are not throttled; without the hook vLLM's own
+answer stays no on a step whose decision holds chunks.
 """
 
 from __future__ import annotations
@@ -26,14 +31,16 @@ import pytest
 import vllm.v1.engine.core as engine_core_mod
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from tests.support.vllm_objects import make_scheduler, make_vllm_config
+from tests.support.model_outputs import fake_model_output
+from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
+from vllm_ascend_balance.gate.policies import OPEN, Decision
+from vllm_ascend_balance.gate.settings import GateSettings
 from vllm_ascend_balance.wiring import (
     activation,
     activation_plan,
     composition,
     engine_chain,
 )
-from vllm_ascend_balance.wiring.config import BalanceConfigError
 from vllm_ascend_balance.wiring.engine_hook import (
     remove_gather_hook,
     upstream_dp_engine,
@@ -68,7 +75,8 @@ def _clean_engine(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("policy", "hooked"), [("throttled", True), ("batched", False)]
+    ("policy", "hooked"),
+    [("throttled", True), ("queued_leader", False), ("leader_at_cap", False)],
 )
 def test_activation_hooks_only_a_chunk_holding_policy(
     policy: str, hooked: bool
@@ -77,40 +85,79 @@ def test_activation_hooks_only_a_chunk_holding_policy(
     assert throttle_hook_installed(UPSTREAM_ENGINE) is hooked
 
 
-def _engine(policy: str, frozen: bool, interval: int = 1, step: int = 0) -> Any:
-    """A stand-in engine: a real gated scheduler and the two fields vLLM's
-    own ``_should_throttle_prefills`` reads."""
-    cls = composition.compose_scheduler(Scheduler, max_held_steps=64, policy=policy)
+#: A decision that holds admission and chunks in flight (as ``throttled``'s
+#: batching wait), and one that holds admission only.
+HOLD_CHUNKS = Decision(True, True, "batching_wait")
+HOLD_WAITING = Decision(True, False, "idle")
+
+
+def _in_flight(scheduler: Any, chunk: bool = True) -> None:
+    """Step ``scheduler`` until it runs a decode and (``chunk``) a prefill
+    chunk in flight: a short prompt, then a prompt longer than the token
+    budget."""
+    scheduler.add_request(make_request("decode", 16, max_tokens=64))
+    for step, rid in enumerate(("chunk", None) if chunk else (None,)):
+        if rid is not None:
+            scheduler.add_request(make_request(rid, 4000, max_tokens=4))
+        out = scheduler.schedule()
+        scheduler.update_from_output(out, fake_model_output(scheduler, out, step))
+    chunks = [r.request_id for r in scheduler.running if r.is_prefill_chunk]
+    assert chunks == (["chunk"] if chunk else []), chunks
+
+
+def _engine(
+    policy: str,
+    decision: Decision,
+    interval: int = 1,
+    step: int = 0,
+    chunk: bool = True,
+) -> Any:
+    """A stand-in engine: a real gated scheduler with a decode and a prefill
+    chunk in flight, the gate's decision for the next ``schedule()``, and
+    the two fields vLLM's own ``_should_throttle_prefills`` reads."""
+    settings = GateSettings(policy=policy, max_held_steps=64)
+    cls = composition.compose_scheduler(Scheduler, settings)
     scheduler = make_scheduler(cls, vllm_config=config(policy))
-    scheduler.balance_frozen = frozen
+    _in_flight(scheduler, chunk)
+    scheduler.balance_decision = decision
+    scheduler.balance_frozen = decision.hold_waiting
     scheduler.prefill_capacity_bound = True  # as after a step the seam held
     return SimpleNamespace(
         scheduler=scheduler, prefill_schedule_interval=interval, step_counter=step
     )
 
 
-def test_hook_throttles_a_frozen_step_and_clears_the_capacity_bound() -> None:
+def test_hook_throttles_a_chunk_holding_step_and_clears_the_capacity_bound() -> None:
     activation.run_engine_core(
         vllm_config=config("throttled"), dp_rank=0, local_dp_rank=0
     )
     ask = getattr(UPSTREAM_ENGINE, THROTTLE)
-    frozen = _engine("throttled", frozen=True)
-    assert ask(frozen) is True
-    assert frozen.scheduler.prefill_capacity_bound is False
-    opened = _engine("throttled", frozen=False)
+    held = _engine("throttled", HOLD_CHUNKS)
+    assert ask(held) is True
+    assert held.scheduler.prefill_capacity_bound is False
+    # The deferred chunk is on the ledger, and the next exchange's payload
+    # (the step closed) puts vLLM's own flag back.
+    held.scheduler.admission_payload()
+    assert held.scheduler.prefill_capacity_bound is True
+    assert held.scheduler._ledger().holds == {"chunk": 1}
+    opened = _engine("throttled", OPEN)
     assert ask(opened) is False and opened.scheduler.prefill_capacity_bound is True
     # vLLM's own cadence still throttles an open step.
-    assert ask(_engine("throttled", frozen=False, interval=2, step=1)) is True
-    # Negative control: a policy that does not hold chunks never throttles.
-    assert ask(_engine("batched", frozen=True)) is False
+    assert ask(_engine("throttled", OPEN, interval=2, step=1)) is True
+    # Negative controls: admission held, chunks not (nothing to align
+    # with); a rank with no chunk in flight has nothing to defer.
+    idle = _engine("throttled", HOLD_WAITING)
+    assert ask(idle) is False and idle.scheduler.prefill_capacity_bound is True
+    bare = _engine("throttled", HOLD_CHUNKS, chunk=False)
+    assert ask(bare) is False and bare.scheduler.prefill_capacity_bound is True
 
 
-def test_without_the_hook_a_frozen_step_is_not_throttled() -> None:
-    """Negative control of the hook: vLLM's own answer on the same frozen
-    step is no, so the hook is what holds the chunks."""
+def test_without_the_hook_a_chunk_holding_step_is_not_throttled() -> None:
+    """Negative control of the hook: vLLM's own answer on the same step is
+    no, so the hook is what holds the chunks."""
     ask = getattr(UPSTREAM_ENGINE, THROTTLE)
     assert not throttle_hook_installed(UPSTREAM_ENGINE)
-    assert ask(_engine("throttled", frozen=True)) is False
+    assert ask(_engine("throttled", HOLD_CHUNKS)) is False
 
 
 class NoThrottleScheduler(Scheduler):
@@ -121,28 +168,31 @@ class NoThrottleScheduler(Scheduler):
         return super().schedule()
 
 
-def test_release_without_throttle_prefills_is_refused() -> None:
+def test_release_without_throttle_prefills_runs_without_chunk_holds() -> None:
+    """Changed on purpose (the gate bounds every hold itself): such a
+    release is no longer refused for ``throttled``; the policy runs
+    without chunk holds (no hook), and a note says so."""
     assert can_throttle(Scheduler) and not can_throttle(NoThrottleScheduler)
     cfg = config("throttled")
     cfg.scheduler_config.scheduler_cls = NoThrottleScheduler
-    with pytest.raises(BalanceConfigError) as info:
-        activation_plan.plan_activation(cfg)
-    message = str(info.value)
-    assert "\n" not in message
-    for needle in ("balance_policy", "throttled", "throttle_prefills", '"batched"'):
-        assert needle in message, (needle, message)
-    # Control: the same scheduler_cls with a policy that holds no chunks.
-    cfg = config("batched")
-    cfg.scheduler_config.scheduler_cls = NoThrottleScheduler
-    assert activation_plan.plan_activation(cfg).active
+    plan = activation_plan.plan_activation(cfg)
+    assert plan.active and not plan.throttles
+    note = next(n for n in plan.notes if "chunks in flight are not held" in n)
+    assert "throttle_prefills" in note and "balance_policy" in note
+    activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
+    assert not throttle_hook_installed(UPSTREAM_ENGINE)
+    # Control: the stock Scheduler holds chunks, and says nothing of it.
+    plan = activation_plan.plan_activation(config("throttled"))
+    assert plan.active and plan.throttles
+    assert not any("chunks in flight are not held" in n for n in plan.notes)
 
 
 @pytest.mark.lane_scope("ascend")
-def test_the_ascend_lanes_vllm_refuses_throttled() -> None:
+def test_the_ascend_lanes_vllm_runs_throttled_without_chunk_holds() -> None:
     """vLLM 0.23 (the ascend lane's pin) has no ``throttle_prefills``: the
-    stock ``Scheduler`` is refused for ``throttled``, accepted for
-    ``batched``."""
+    stock ``Scheduler`` runs ``throttled`` without chunk holds, with the
+    note (it was refused before the gate bounded every hold)."""
     assert not can_throttle(Scheduler)
-    with pytest.raises(BalanceConfigError, match="throttle_prefills"):
-        activation_plan.plan_activation(config("throttled"))
-    assert activation_plan.plan_activation(config("batched")).active
+    plan = activation_plan.plan_activation(config("throttled"))
+    assert plan.active and not plan.throttles
+    assert any("chunks in flight are not held" in n for n in plan.notes)

@@ -23,10 +23,19 @@ from typing import Any
 from vllm.config import ParallelConfig
 from vllm.v1.engine.core import DPEngineCoreProc
 
-from vllm_ascend_balance.gate.collectives import gather_extremes, reduce_extremes
+from vllm_ascend_balance.gate import bound
+from vllm_ascend_balance.gate.collectives import gather_rows, reduce_signals
+from vllm_ascend_balance.gate.settings import GateSettings
+from vllm_ascend_balance.gate.signals import layout
 
 LOOPBACK = "127.0.0.1"
 CAP = 16  # max_num_seqs; the payload is a rank's running count (< CAP)
+#: The contract's signals (the largest and smallest running count), as the
+#: log-depth exchange carries them.
+EXTREMES = layout(())
+#: The recommended opt-in's quantities (``throttled`` with its hold bound):
+#: its rows on the all-gather (``balance_collective: all_gather``).
+WIDE = bound.plan(GateSettings("throttled")).layout
 BLOCK = 50  # calls per timed block; gather and sync blocks alternate
 FALLBACK_SYNC_INTERVAL = 32  # upstream's literal before the setting existed
 JOIN_TIMEOUT_S = 600  # hang guard only
@@ -91,14 +100,17 @@ def _rank_main(
         extremes: list[tuple[int, int]] = []
 
         def reduce_once() -> None:
-            extremes.append(reduce_extremes(holder, group, payload)[:2])
+            view = reduce_signals(holder, group, EXTREMES, (payload,), CAP)
+            extremes.append((view.leader, view.lowest))
 
-        # The opt-in rules' payload, [len(running), held, queued]: the same
-        # all_gather with a 3-element tensor per rank.
+        # The recommended opt-in's quantities (len(running) first): the same
+        # all_gather with a wider tensor per rank.
         wide = type("Holder", (), {"balance_gathered": None})()
+        row = (payload, rank % 2, 0, 0, 0)
+        assert len(row) == len(WIDE.quantities)
 
         def flags_once() -> None:
-            gather_extremes(wide, group, payload, (rank % 2, 0))
+            gather_rows(wide, group, WIDE, row, CAP)
 
         for _ in range(warmup):
             gather_once()

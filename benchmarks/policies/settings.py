@@ -18,11 +18,13 @@ BASELINE = "off"
 #: Our settings (balance scheduling's opt-in points), the family judged,
 #: in priority order (a case with fewer points keeps the first ones,
 #: :func:`ours`): the throttled rule (the recommended setting, first so that
-#: every cut grid runs it), the queued-leader rule, the throttled rule at
-#: twice and half its default window (16 steps), the contract (``on``) and
-#: its bounded freeze. Every hold bounded at 64 steps (the throttled
-#: default, spelled out). Six points, as many as each peer family's grid
-#: (:func:`check_grids`).
+#: every cut grid runs it), the queued-leader rule, the throttled rule with
+#: its window (default 16 steps) doubled, the contract (``on``), the
+#: throttled rule with its window halved, the contract's bounded freeze.
+#: Every opt-in hold bounded at 64 steps (throttled's default, spelled
+#: out). Six points, as many as each peer family's grid
+#: (:func:`check_grids`). (``aligned``, ``cohort`` and ``batched`` were
+#: retired into ``throttled``; their points are its window's.)
 OURS: tuple[str, ...] = (
     "on+throttled+max-held:64",
     "on+queued-leader+max-held:64",

@@ -3,7 +3,7 @@
 
 :class:`~vllm_ascend_balance.replay.sim.dp_group.BoardGroup` serves the
 all-gather of the simulated engine; the opt-in log-depth exchange
-(``collectives.reduce_extremes``) needs ``send``/``recv`` between ranks that
+(``collectives.reduce_signals``) needs ``send``/``recv`` between ranks that
 run concurrently. Here every rank runs in its own thread and a
 :class:`MeshGroup` delivers through one FIFO queue per (source, destination,
 tag), as gloo matches a receive to a send by peer and tag in order.
@@ -50,7 +50,7 @@ class _Receive:
 
 class MeshGroup:
     """Duck-typed ``ProcessGroup`` of one rank: ``size``/``rank``/``send``/
-    ``recv`` (what ``reduce_extremes`` calls)."""
+    ``recv`` (what ``reduce_signals`` calls)."""
 
     def __init__(self, mesh: Mesh, rank: int) -> None:
         self.mesh, self.dp_rank = mesh, rank

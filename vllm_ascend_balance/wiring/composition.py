@@ -14,11 +14,15 @@ from vllm_ascend_balance.gate.settings import GateSettings
 _CONTRACT = GateSettings()
 
 
-@functools.cache
 def compose_scheduler(base: type, settings: GateSettings = _CONTRACT) -> type:
     """``base`` with :class:`BalanceSchedulerMixin` in front, deciding by
     ``settings`` (one class per combination, so every engine core of a
-    process gets the very same class)."""
+    process gets the very same class, however the settings are passed)."""
+    return _composed(base, settings)
+
+
+@functools.cache
+def _composed(base: type, settings: GateSettings) -> type:
     namespace: dict[str, Any] = {"__module__": __name__}
     if settings != _CONTRACT:
         namespace["balance_settings"] = settings

@@ -92,8 +92,7 @@ class Mode:
             None (then ``--balance-max-frozen-steps`` applies).
         max_held_steps: ``balance_max_held_steps`` for this mode, or None.
         policy: ``balance_policy`` for this mode, or None (the contract).
-        align_window: ``balance_align_window``, or None.
-        align_min_load: ``balance_align_min_load``, or None.
+        knobs: the policy's knobs the mode sets, as ``(key, value)`` pairs.
     """
 
     label: str
@@ -132,10 +131,12 @@ class Mode:
         keys.update(self.knobs)
         if self.max_held_steps is not None:
             keys["balance_max_held_steps"] = self.max_held_steps
+        elif self.max_frozen_steps is not None:
+            keys["balance_max_frozen_steps"] = self.max_frozen_steps
         elif self.policy and POLICIES[self.policy].default_max_held_steps:
             pass  # its own default hold bound
-        elif (frozen := self.max_frozen_steps or max_frozen_steps) is not None:
-            keys["balance_max_frozen_steps"] = frozen
+        elif max_frozen_steps is not None:
+            keys["balance_max_frozen_steps"] = max_frozen_steps
         return keys
 
 

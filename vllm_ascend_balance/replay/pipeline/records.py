@@ -100,10 +100,12 @@ class RankRequest:
 class GatherRecord:
     """One balance gather of one rank: ``n`` (gathers so far), ``local``
     (this rank's ``len(running)`` sent), ``gathered`` (the running counts,
-    index = DP rank), ``frozen`` (the decision), ``cap``, and ``flags``:
-    each rank's further quantities (the policy's layout after
-    ``len(running)``, :class:`~vllm_ascend_balance.gate.signals.Layout`) where
-    it gathers them, else None."""
+    index = DP rank; empty on the log-depth exchange, which keeps no
+    per-rank rows), ``frozen`` (the decision), ``cap``, ``flags``: each
+    rank's further quantities (the policy's layout after ``len(running)``,
+    :class:`~vllm_ascend_balance.gate.signals.Layout`) where it gathers
+    them, else None; and ``sent``: this rank's quantities as it sent them,
+    in the layout's order (None where not recorded)."""
 
     rank: int
     n: int
@@ -112,11 +114,15 @@ class GatherRecord:
     frozen: bool
     cap: int
     flags: list[list[int]] | None = None
+    sent: list[int] | None = None
 
 
 def split_gathered(gathered: Any) -> tuple[list[int], list[list[int]] | None]:
-    """``balance_gathered`` (shape ``(dp,)`` or ``(dp, 1 + flags)``) as the running
-    counts and the flag rows (None for the contract's payload)."""
+    """``balance_gathered`` (shape ``(dp,)`` or ``(dp, 1 + flags)``) as the
+    running counts and the flag rows (None for the contract's payload);
+    ``([], None)`` where nothing was all-gathered (the log-depth exchange)."""
+    if gathered is None:
+        return [], None
     if gathered.dim() == 1:
         return [int(x) for x in gathered.tolist()], None
     return [int(x) for x in gathered[:, 0].tolist()], gathered[:, 1:].tolist()

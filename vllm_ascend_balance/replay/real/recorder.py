@@ -123,6 +123,13 @@ class RecordingSchedulerMixin:
     def admission_gather(self) -> None:
         local = len(self.running)  # type: ignore[attr-defined]
         gathers_before = getattr(self, "balance_gathers", 0)
+        # What this rank sends (computed once per gather: the gate reuses
+        # it); only where a gather follows, or the next one would send it.
+        sent = (
+            list(self.admission_payload())  # type: ignore[attr-defined]
+            if getattr(self, "dp_group", None) is not None
+            else None
+        )
         super().admission_gather()  # type: ignore[misc]
         executor = type(self).replay_executor
         if executor is None or getattr(self, "balance_gathers", 0) == gathers_before:
@@ -137,6 +144,7 @@ class RecordingSchedulerMixin:
                 frozen=bool(self.balance_frozen),  # type: ignore[attr-defined]
                 cap=admission_cap(self),
                 flags=flags,
+                sent=sent,
             )
         )
 
