@@ -56,7 +56,7 @@ def documented_default(pattern: str) -> int:
 
 def throttled_default_held() -> int:
     """``throttled``'s ``max_held_steps`` when none is set, as the page says."""
-    return documented_default(r"for `throttled` (\d+) when unset")
+    return documented_default(r"for `throttled` (\d+) when neither bound is set")
 
 
 def default_align_window() -> int:
