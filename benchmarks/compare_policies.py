@@ -47,7 +47,7 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
 
 from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.render import markdown  # noqa: E402
-from benchmarks.policies.reuse import prune  # noqa: E402
+from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
 from benchmarks.policies.runs import command, run_seed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     reuse = not (args.fresh or args.cost)
     records = {r["case"]: r for r in (_load(out.with_suffix(".json")) if reuse else [])}
     done: list[dict[str, Any]] = []
+    # Rows are reused only from a run of the same vLLM and package code.
+    source = Path(args.code) if args.code else Path(__file__).resolve().parents[1]
+    build = f"{vllm.__version__} package {package_digest(source)}"
     with tempfile.TemporaryDirectory(prefix="vab-policies-") as tmp:
         for case in chosen:
             rec = records.setdefault(
@@ -201,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in seeds:
                 stored = next((r for r in rec["runs"] if r["seed"] == seed), None)
                 run = run_seed(
-                    case, seed, modes_of(case), Path(tmp), vllm.__version__, jobs, code,
+                    case, seed, modes_of(case), Path(tmp), build, jobs, code,
                     stored if reuse else None,
                 )  # fmt: skip
                 if not partial:

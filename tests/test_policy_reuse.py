@@ -10,6 +10,8 @@ vLLM, other replay arguments or a moved baseline row keep nothing.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks.compare_policies import estimate
@@ -150,3 +152,16 @@ def test_prune_keeps_the_grid_s_rows_only() -> None:
     assert list(out["values"]) == list(out["digests"]) == ["off", "on"]
     assert list(out["mode_wall_s"]) == ["off", "on"] and "code" not in out
     assert out["wall_s"] == 3.0 and list(run["values"]) == ["off", "on", "old"]
+
+
+def test_package_digest_follows_the_package_code(tmp_path: Path) -> None:
+    """A policy changed behind an unchanged ``--mode`` name runs again: the
+    reuse key holds the package's digest (a stale row once survived a
+    rewrite of ``throttled``). Control: an unchanged tree, the same digest."""
+    pkg = tmp_path / "vllm_ascend_balance" / "gate"
+    pkg.mkdir(parents=True)
+    (pkg / "rule.py").write_text("HOLD = 1\n")
+    before = reuse.package_digest(tmp_path)
+    assert reuse.package_digest(tmp_path) == before
+    (pkg / "rule.py").write_text("HOLD = 2\n")
+    assert reuse.package_digest(tmp_path) != before

@@ -4,8 +4,9 @@ one case-seed's modes are split across replay processes. Pure functions.
 
 The simulated engine is deterministic: the same replay arguments on the
 same vLLM give the same rows. A stored row of ``(case, seed, mode)`` is
-reused when the stored run's replay arguments (``--mode`` aside) and vLLM
-version equal the new run's **and** the freshly run baseline row of that
+reused when the stored run's replay arguments (``--mode`` aside), vLLM
+version and package (:func:`package_digest`: a changed policy behind an
+unchanged ``--mode`` name must run again) equal the new run's **and** the freshly run baseline row of that
 case and seed is bit-identical to the stored one (its metrics and the
 digest of its per-request records and timeline). The baseline check
 catches what the arguments do not name: a changed workload generator, cost
@@ -19,7 +20,19 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+
+def package_digest(root: Path) -> str:
+    """SHA-256 of the package's sources under ``root`` (every
+    ``vllm_ascend_balance/**/*.py``, path and text): the code behind every
+    row, ours and the peers' models alike."""
+    h = hashlib.sha256()
+    for path in sorted((root / "vllm_ascend_balance").rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def digest(run: Mapping[str, Any]) -> str:
