@@ -6,9 +6,10 @@ The simulated engine is deterministic: the same replay arguments on the
 same vLLM give the same rows. A stored row of ``(case, seed, mode)`` is
 reused when the stored run's replay arguments (``--mode`` aside), vLLM
 version and package (:func:`package_digest`: a changed policy behind an
-unchanged ``--mode`` name must run again) equal the new run's **and** the freshly run baseline row of that
-case and seed is bit-identical to the stored one (its metrics and the
-digest of its per-request records and timeline). The baseline check
+unchanged ``--mode`` name must run again) equal the new run's **and**
+the freshly run baseline row of that case and seed is bit-identical to
+the stored one (its metrics and the digest of its per-request records and
+timeline). The baseline check
 catches what the arguments do not name: a changed workload generator, cost
 model or simulated engine moves the baseline's row, and then every stored
 row of that case-seed is run again.
