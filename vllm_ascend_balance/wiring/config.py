@@ -111,7 +111,10 @@ PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 GATE_OPTIONS: dict[str, Any] = {
     "balance_max_frozen_steps": 64,
     "balance_max_held_steps": 64,
-    "balance_policy": "queued_leader",
+    # The first opt-in policy of the registry.
+    "balance_policy": next(
+        name for name in policies.POLICIES if name != GateSettings().policy
+    ),
     "balance_stall_warning_s": 60,
     "balance_collective": "all_reduce_max",
 }

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The engine-core hook that holds prefill chunks in flight on frozen steps
-(the ``throttled`` policy only).
+(only for a policy that holds chunks).
 
 vLLM's DP engine already asks, right before each ``schedule()``, whether to
 defer prefill work this step: ``DPEngineCoreProc._should_throttle_prefills()``

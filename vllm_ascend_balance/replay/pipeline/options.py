@@ -17,6 +17,7 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_ascend_balance.gate.policies import POLICIES
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.model.cost import CostModel
 from vllm_ascend_balance.replay.pipeline.fields import (
@@ -27,7 +28,7 @@ from vllm_ascend_balance.replay.pipeline.fields import (
     option,
 )
 from vllm_ascend_balance.replay.pipeline.help_text import DESCRIPTION, EPILOG
-from vllm_ascend_balance.replay.pipeline.modes import Mode, parse_modes
+from vllm_ascend_balance.replay.pipeline.modes import Mode, parse_modes, policy_usage
 from vllm_ascend_balance.replay.pipeline.option_checks import check_combination
 from vllm_ascend_balance.replay.pipeline.registry import ENGINES
 from vllm_ascend_balance.replay.pipeline.workload import Workload, load_workload
@@ -42,6 +43,8 @@ PEER_ROUTERS = ("own", "shared")
 #: ``--peer-timing``: what a peer decides on (sim/peer_step.py).
 PEER_TIMINGS = ("source", "gate")
 _IN, _DEP, _CMP, _OUT = "input", "deployment", "comparison", "output"
+#: The gate's policies in the ``--mode`` grammar, from their registry.
+_OUR_MODES = ", ".join(policy_usage(p).split(";")[0] for p in POLICIES.values())
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,8 @@ class ReplayOptions:
         "off,on",
         "comma-separated modes, the first is the baseline: off, on (balance), "
         "interval:N (vLLM's prefill_schedule_interval), on+interval:N, "
-        "on+max-frozen:N, on+max-held:N, on+POLICY[:KNOBS] for the gate's "
-        "policies (on+queued-leader, on+throttled[:W]; combinable, e.g. "
-        "on+throttled+max-held:64), peer policies (knobs "
+        "on+max-frozen:N, on+max-held:N, the gate's policies "
+        f"({_OUR_MODES}; combinable with a bound), peer policies (knobs "
         "and defaults: docs/peer-policies.md): "
         "sglang-delayer[:N[:W[:Q[:MS[:PDI[:WIN]]]]]], sglang-pdi:PDI, "
         "trtllm-adp[:T[:W[:M[:L]]]], vllm-align[:D[:L[:MS]]], "
