@@ -87,12 +87,11 @@ def _simulate(hook: bool = True) -> Run:
     chunks; ``hook`` False: ``balance_throttles`` answers no (the engine
     hook left out: the decision holds chunks, ``schedule()`` never hears)."""
     original = BalanceSchedulerMixin.balance_throttles
-    ranks: dict[int, int] = {}
     chunk_steps: ChunkSteps = {}
 
     def noted(self: Any) -> bool:
-        rank = ranks.setdefault(id(self), len(ranks))
-        if self.balance_decision.hold_chunks:
+        if self.balance_decision.hold_chunks:  # decided by a gather: a group
+            rank = self.dp_group.rank()
             chunk_steps.setdefault(rank, set()).add(self.balance_gathers)
         return original(self) if hook else False
 
