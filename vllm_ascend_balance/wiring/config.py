@@ -147,16 +147,17 @@ def keys() -> tuple[str, ...]:
 OPTIONS = options()
 
 
-def example(key: str = SWITCH, where: str = NESTED) -> str:
-    """A ``--additional-config`` argument that sets ``key`` (with the switch
-    on) in the section ``where`` (:data:`NESTED` or :data:`TOP`); a policy's
-    knob comes with that policy."""
+def example(key: str = SWITCH, where: str = NESTED, value: Any = None) -> str:
+    """A ``--additional-config`` argument that sets ``key`` (to ``value``, or
+    its example value; with the switch on) in the section ``where``
+    (:data:`NESTED` or :data:`TOP`); a policy's knob comes with that
+    policy."""
     section: dict[str, Any] = {SWITCH: True}
     owners = policies.knob_owners(key)
     if owners:
         section["balance_policy"] = owners[0]
     if key != SWITCH:
-        section[key] = options()[key]
+        section[key] = options()[key] if value is None else value
     body = section if where == TOP else {"scheduler_config": section}
     return f"--additional-config '{json.dumps(body)}'"
 

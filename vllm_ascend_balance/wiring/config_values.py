@@ -124,9 +124,10 @@ def policy(value: Any, where: str) -> str:
     if value is None:
         return DEFAULT_POLICY
     if isinstance(value, str) and value in RETIRED:
+        instead = RETIRED[value]
         raise BalanceConfigError(
             f"{where}.balance_policy {shown(value)} was retired: use "
-            f"{shown(RETIRED[value])} (e.g. {example('balance_policy', where)}), "
+            f"{shown(instead)} (e.g. {example('balance_policy', where, instead)}), "
             f"or remove the key for the contract ({DEFAULT_POLICY})"
         )
     if value not in POLICIES:
@@ -184,7 +185,8 @@ def gate_settings(values: Mapping[str, Any], where: str) -> GateSettings:
         if key in RETIRED_KEYS:
             raise BalanceConfigError(
                 f"{where}.{key} went with the retired balance_policy "
-                f"{shown(RETIRED_KEYS[key])}: remove the key"
+                f"{shown(RETIRED_KEYS[key])}: remove the key (its replacement, "
+                f"{shown(RETIRED[RETIRED_KEYS[key]])}, has no such setting)"
             )
         owners = knob_owners(key)
         if not owners or value is None:
