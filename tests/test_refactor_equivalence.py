@@ -12,18 +12,20 @@ rule it compares the normalized ``SchedulerOutput``/``EngineCoreOutputs`` and
 the running/waiting state. The same is done for ``AsyncScheduler`` (with
 up to two steps in flight, as the engine's batch queue does).
 
-Where the release has ``PauseState`` (0.34 on the fork lane: the seam's
-default *is* the pause test), the traces also toggle the pause state
-(UNPAUSED, PAUSED_NEW, PAUSED_ALL) on both sides, and the KV-load variant
-runs with vLLM's ``NixlConnector`` (scheduler side, on CPU) and
-``--max-num-inflight-kv-loads`` on (a limit of 1 or 2) or off: some
+Where the release's loop tests ``PauseState`` (0.34 on the fork lane: the
+seam's flag is the pause test or the hook), the traces also toggle the
+pause state (UNPAUSED, PAUSED_NEW, PAUSED_ALL) on both sides, and the
+KV-load variant runs with vLLM's ``NixlConnector`` (scheduler side, on CPU)
+and ``--max-num-inflight-kv-loads`` on (a limit of 1 or 2) or off: some
 requests are remote prefills, whose loads the fed-back outputs finish.
 
 Negative controls: non-neutral variants must make the same machine fail: an
 override of the seam that stops one request early, and a patched file whose
 inline cap check says ``>`` instead of the release's ``>=`` (built at run
 time from the installed source, ``tests/support/seam_shapes.py``); from
-0.34, a patched file whose seam default returns False (ignores PAUSED_NEW).
+0.34, a patched file whose flag is the hook alone (the pause term dropped:
+the round-4 call site with an override that forgets ``super()``), which
+admits under PAUSED_NEW.
 """
 
 from __future__ import annotations
@@ -51,10 +53,10 @@ from vllm.v1.request import RequestStatus
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source, original_classes
+from tests.support.pause_loop_variants import pause_term_dropped_source
 from tests.support.seam_shapes import (
     inline_cap_mutant_source,
     pause_cap_mutant_source,
-    pause_default_false_source,
     pause_loop,
 )
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
@@ -63,7 +65,8 @@ from vllm_ascend_balance.gate.scheduler import SEAM, admission_cap
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 BLOCK_SIZE = 16
-# The installed release's seam replaces its PauseState tests (0.34 on).
+# The installed release's loop tests PauseState, through the seam's flag
+# (0.34 on).
 PAUSE_SHAPE = pause_loop(Path(installed_scheduler.__file__).read_text()) is not None
 # --max-num-inflight-kv-loads exists (0.34 on).
 HAS_KV_LOAD_LIMIT = hasattr(Scheduler, "_admits_inflight_kv_load")
@@ -288,7 +291,7 @@ class EquivalenceMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.candidate is not None and PAUSE_SHAPE)
     @rule(state=st.sampled_from(["UNPAUSED", "PAUSED_NEW", "PAUSED_ALL"]))
     def set_pause_state(self, state: str) -> None:
-        """Pause or resume both sides (the seam's default is the pause test)."""
+        """Pause or resume both sides (the seam's flag holds the pause test)."""
         from vllm.v1.core.sched.interface import PauseState
 
         for sched in (self.candidate, self.original):
@@ -462,11 +465,11 @@ def _inline_strict_greater() -> type:
     return scheduler
 
 
-def _default_false() -> type:
-    """The patched 0.34 Scheduler whose seam default returns False."""
+def _pause_term_dropped() -> type:
+    """The patched 0.34 Scheduler whose flag is the hook alone."""
     source = Path(installed_scheduler.__file__).read_text()
     scheduler, _ = classes_from_source(
-        "vab_default_false_scheduler", pause_default_false_source(source)
+        "vab_pause_term_dropped_scheduler", pause_term_dropped_source(source)
     )
     return scheduler
 
@@ -477,9 +480,9 @@ def _default_false() -> type:
         "seam stops one early",
         "inline cap uses >",
         pytest.param(
-            "default ignores PAUSED_NEW",
+            "pause term dropped",
             marks=pytest.mark.skipif(
-                not PAUSE_SHAPE, reason="the seam's default is the pause test from 0.34"
+                not PAUSE_SHAPE, reason="this release's loop tests no PauseState"
             ),
         ),
     ],
@@ -490,7 +493,7 @@ def test_non_neutral_variant_is_caught(variant):
     elif variant == "inline cap uses >":
         candidate = _inline_strict_greater()
     else:
-        candidate = _default_false()
+        candidate = _pause_term_dropped()
     orig_sched, _ = original_classes()
     # Deterministic and without shrinking: the point is only that the machine
     # finds a divergence, reproducibly, within the same budget as above.
