@@ -62,7 +62,7 @@ def pause_term_dropped_source(source: str) -> str:
     ``PAUSED_NEW`` the loop admits new requests whenever the hook says False
     (its default, or an override that does not call ``super()``)."""
     ask = _one(ASK, source)
-    assert PAUSE_TERM in ask.group(0), "not the 0.34 shape"
+    assert PAUSE_TERM in ask.group(0), "not the pause-loop shape"
     indent = ask.group("indent")
     return (
         source[: ask.start()]
