@@ -12,18 +12,21 @@ rule it compares the normalized ``SchedulerOutput``/``EngineCoreOutputs`` and
 the running/waiting state. The same is done for ``AsyncScheduler`` (with
 up to two steps in flight, as the engine's batch queue does).
 
-Where the release has ``PauseState`` (0.34 on the fork lane: the seam's
-default *is* the pause test), the traces also toggle the pause state
-(UNPAUSED, PAUSED_NEW, PAUSED_ALL) on both sides, and the KV-load variant
-runs with vLLM's ``NixlConnector`` (scheduler side, on CPU) and
-``--max-num-inflight-kv-loads`` on (a limit of 1 or 2) or off: some
+Where the release's loop tests ``PauseState`` (0.34 on the fork lane: the
+seam's flag is the pause test or the hook), the traces also toggle the
+pause state (UNPAUSED, PAUSED_NEW, PAUSED_ALL) on both sides, and the
+KV-load variant runs with vLLM's ``NixlConnector`` (scheduler side, on CPU)
+and ``--max-num-inflight-kv-loads`` on (a limit of 1 or 2: async KV loads
+start from ``async_kv_waiting``, at the running cap too) or off: some
 requests are remote prefills, whose loads the fed-back outputs finish.
 
 Negative controls: non-neutral variants must make the same machine fail: an
 override of the seam that stops one request early, and a patched file whose
 inline cap check says ``>`` instead of the release's ``>=`` (built at run
 time from the installed source, ``tests/support/seam_shapes.py``); from
-0.34, a patched file whose seam default returns False (ignores PAUSED_NEW).
+0.34, a patched file whose flag is the hook alone (the pause term dropped:
+the round-4 call site with an override that forgets ``super()``), which
+admits under PAUSED_NEW.
 """
 
 from __future__ import annotations
@@ -51,10 +54,13 @@ from vllm.v1.request import RequestStatus
 
 from tests.support.model_outputs import fake_model_output
 from tests.support.original_scheduler import classes_from_source, original_classes
+from tests.support.pause_loop_variants import (
+    async_loads_below_cap_source,
+    pause_term_dropped_source,
+)
 from tests.support.seam_shapes import (
     inline_cap_mutant_source,
     pause_cap_mutant_source,
-    pause_default_false_source,
     pause_loop,
 )
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
@@ -63,7 +69,8 @@ from vllm_ascend_balance.gate.scheduler import SEAM, admission_cap
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 BLOCK_SIZE = 16
-# The installed release's seam replaces its PauseState tests (0.34 on).
+# The installed release's loop tests PauseState, through the seam's flag
+# (0.34 on).
 PAUSE_SHAPE = pause_loop(Path(installed_scheduler.__file__).read_text()) is not None
 # --max-num-inflight-kv-loads exists (0.34 on).
 HAS_KV_LOAD_LIMIT = hasattr(Scheduler, "_admits_inflight_kv_load")
@@ -288,7 +295,7 @@ class EquivalenceMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.candidate is not None and PAUSE_SHAPE)
     @rule(state=st.sampled_from(["UNPAUSED", "PAUSED_NEW", "PAUSED_ALL"]))
     def set_pause_state(self, state: str) -> None:
-        """Pause or resume both sides (the seam's default is the pause test)."""
+        """Pause or resume both sides (the seam's flag holds the pause test)."""
         from vllm.v1.core.sched.interface import PauseState
 
         for sched in (self.candidate, self.original):
@@ -327,6 +334,12 @@ class EquivalenceMachine(RuleBasedStateMachine):
             self.coverage["stopped at the cap with requests waiting"] += 1
         if getattr(self.original, "async_kv_waiting", None):
             self.coverage["async KV loads queued"] += 1
+            # The loop's loads-only branch (no running slot), and a pause.
+            if _num_running(self.original) >= admission_cap(self.original):
+                self.coverage["async KV loads queued at the cap"] += 1
+            pause = getattr(self.original, "_pause_state", None)
+            if getattr(pause, "name", None) == "PAUSED_NEW":
+                self.coverage["async KV loads queued under PAUSED_NEW"] += 1
         self.pending.append(
             (
                 got,
@@ -405,7 +418,13 @@ def _assert_traces_were_interesting(machine: type) -> None:
     if PAUSE_SHAPE:
         reached_all += ["pause PAUSED_NEW", "pause UNPAUSED"]
     if HAS_KV_LOAD_LIMIT:
-        reached_all += ["KV loads finished", "async KV loads queued"]
+        reached_all += [
+            "KV loads finished",
+            "async KV loads queued",
+            "async KV loads queued at the cap",
+        ]
+    if HAS_KV_LOAD_LIMIT and PAUSE_SHAPE:
+        reached_all += ["async KV loads queued under PAUSED_NEW"]
     for reached in reached_all:
         assert machine.coverage[reached] > 0, (reached, dict(machine.coverage))
 
@@ -462,12 +481,21 @@ def _inline_strict_greater() -> type:
     return scheduler
 
 
-def _default_false() -> type:
-    """The patched 0.34 Scheduler whose seam default returns False."""
+# From 0.34: variants of the patched file (tests/support/pause_loop_variants.py)
+# that differ from stock with the default hook, i.e. under PAUSED_NEW. (Its
+# "async loads at the cap" keeps the release's own pause test in that branch:
+# with the default hook it is stock, so only the upstream kv scope test,
+# whose override holds, can catch it.)
+PAUSE_VARIANTS = {
+    "pause term dropped": pause_term_dropped_source,
+    "async loads below the cap": async_loads_below_cap_source,
+}
+
+
+def _pause_variant(name: str) -> type:
     source = Path(installed_scheduler.__file__).read_text()
-    scheduler, _ = classes_from_source(
-        "vab_default_false_scheduler", pause_default_false_source(source)
-    )
+    module = "vab_" + name.replace(" ", "_") + "_scheduler"
+    scheduler, _ = classes_from_source(module, PAUSE_VARIANTS[name](source))
     return scheduler
 
 
@@ -476,21 +504,29 @@ def _default_false() -> type:
     [
         "seam stops one early",
         "inline cap uses >",
-        pytest.param(
-            "default ignores PAUSED_NEW",
-            marks=pytest.mark.skipif(
-                not PAUSE_SHAPE, reason="the seam's default is the pause test from 0.34"
-            ),
+        *(
+            pytest.param(
+                name,
+                marks=pytest.mark.skipif(
+                    not (PAUSE_SHAPE and HAS_KV_LOAD_LIMIT),
+                    reason="this release's loop tests no PauseState",
+                ),
+            )
+            for name in PAUSE_VARIANTS
         ),
     ],
 )
 def test_non_neutral_variant_is_caught(variant):
+    """Each known-bad variant diverges from stock within the seeded budget:
+    from 0.34 the pause toggles catch the flag without its pause term and,
+    with async KV traces, a held (paused) step that starts async KV loads
+    below the running cap."""
     if variant == "seam stops one early":
         candidate = StopsOneEarly
     elif variant == "inline cap uses >":
         candidate = _inline_strict_greater()
     else:
-        candidate = _default_false()
+        candidate = _pause_variant(variant)
     orig_sched, _ = original_classes()
     # Deterministic and without shrinking: the point is only that the machine
     # finds a divergence, reproducibly, within the same budget as above.

@@ -22,12 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane, pin_tag
-from tests.support.seam_shapes import (
-    PAUSE_DEFAULT,
-    pause_loop,
-    release_cap,
-    stop_condition,
-)
+from tests.support.seam_shapes import pause_loop, release_cap, stop_condition
 from tests.support.series_tool import SERIES_PY, series
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
@@ -138,43 +133,60 @@ def _added_test_source(patch: Path) -> str:
 
 
 @pytest.mark.parametrize("lane", ALL_LANES)
-def test_series_adds_one_behaviour_test_in_upstream_style(lane):
-    """Upstream style, per release: the override test (plus the held-step
-    test where ``schedule()`` takes ``throttle_prefills``, the exemption
-    test where the release has ``kv_holding_waiting``, and the call
-    counter), the gate tests parametrized over sync and async scheduling,
-    that hand their class to upstream's ``create_scheduler()``
-    (``scheduler_cls=``; where the helper takes none,
+def test_series_adds_the_behaviour_tests_in_upstream_style(lane):
+    """Upstream style, per release: the override test (its step after the
+    hold also throttled where ``schedule()`` takes ``throttle_prefills``),
+    the exemption test where the release has ``kv_holding_waiting`` (with
+    ``async_kv_waiting``: the kv scope test, at the running cap and below
+    it), and the call counter; the gate tests parametrized over sync and
+    async scheduling, handing their class to upstream's
+    ``create_scheduler()`` (``scheduler_cls=``; where the helper takes none,
     the test swaps the class name in the helper's globals for its own run),
-    that neither calls the private method nor sets scheduler state by hand,
-    and that leaves the shared helper ``tests/v1/core/utils.py`` alone. No
-    ``Signed-off-by``: a DCO sign-off is the submitter's own
-    (docs/upstream-patch.md)."""
+    never calling the private method nor setting scheduler state by hand;
+    the shared helper ``tests/v1/core/utils.py`` gains only the
+    ``max_num_inflight_kv_loads`` argument the kv scope test passes. The
+    commit ends with vLLM's AI-assistance trailer and carries no
+    ``Signed-off-by``: a DCO sign-off is the submitter's own, added when the
+    commit is made theirs (docs/upstream-patch.md)."""
     (patch,) = series.series_patches(series.lane_tag(lane), lane=lane)
     text = patch.read_text()
     added = _added_test_source(patch)
-    # Where the release has kv_holding_waiting, a second test pins the
-    # exemption (a KV-holding request is admitted while the gate is closed).
-    kv_scope = "request_queue is self.waiting" in text or (
-        "not stop_admitting_waiting" in text
-    )
-    # Where the release records prefill_capacity_bound and takes
-    # throttle_prefills, a named test pins the coupling (#44558).
     release = (series.sdist(lane) / SCHEDULER_REL).read_text()
+    kv_scope = "self.kv_holding_waiting" in release
+    async_kv = "self.async_kv_waiting" in release
     coupled = "prefill_capacity_bound" in release and "throttle_prefills" in release
-    expected = ["override"] + ["held_step_is_capacity_bound"] * coupled
-    expected += ["admits_kv_holding_requests"] * kv_scope
+    expected = ["override"]
+    expected += ["kv_scope" if async_kv else "admits_kv_holding_requests"] * kv_scope
     expected += ["asked_once_per_schedule"]
     assert re.findall(r"^def (test_\w+)", added, re.M) == [
         f"test_should_stop_admitting_waiting_{name}" for name in expected
     ]
     assert '@pytest.mark.parametrize("async_scheduling", [False, True])' in added
+    throttled = '@pytest.mark.parametrize("throttle_prefills", [False, True])'
+    assert (throttled in added) == coupled
     assert "scheduler_cls=gated" in added or (
         "monkeypatch.setitem(create_scheduler.__globals__, name, gated)" in added
     )
     assert not re.search(rf"\bscheduler\.{SEAM}\b", added)  # not called directly
     assert "num_waiting_for_streaming_input" not in added
-    assert "diff --git a/tests/v1/core/utils.py " not in text
+    # The shared helper: untouched, but where the kv scope test needs
+    # create_scheduler(max_num_inflight_kv_loads=...), which it gains.
+    utils = text.split("diff --git a/tests/v1/core/utils.py ")[1:]
+    assert [
+        line
+        for section in utils
+        for line in section.split("\ndiff --git ")[0].splitlines()
+        if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ] == (
+        [
+            "+    max_num_inflight_kv_loads: int | None = None,",
+            "+        max_num_inflight_kv_loads=max_num_inflight_kv_loads,",
+        ]
+        if async_kv
+        else []
+    )
+    message = text.split("\n---\n")[0]
+    assert message.endswith("\n\nCo-authored-by: Claude"), message[-200:]
     assert "Signed-off-by" not in text
 
 
@@ -496,7 +508,9 @@ def test_inline_stop_condition_is_the_release_own(sdist_tree):
     """The installed loop keeps the release's own cap check, node for node
     (the same assignments, then the same ``if ...: break``), and asks the
     seam right after it: an override runs only once the cap has let the
-    request through, so it can stop admission but never admit past the cap."""
+    request through, so it can stop admission but never admit past the cap.
+    From 0.34: the cap assignment node for node, the two pause tests read a
+    flag that is the pause test or the hook."""
     import vllm.v1.core.sched.scheduler as installed
 
     release_source = (sdist_tree / SCHEDULER_REL).read_text()
@@ -509,6 +523,11 @@ def test_inline_stop_condition_is_the_release_own(sdist_tree):
         assert ast.dump(patched_loop.cap_assign) == ast.dump(release_loop.cap_assign)
         assert (len(release_loop.pause), len(patched_loop.flag)) == (2, 2)
         assert patched_loop.pause == [] and patched_loop.seam_ask is not None
+        # The pause test stays inline, first: the hook is not asked while
+        # paused, so no override can lift PAUSED_NEW (pause(mode="wait")).
+        assert ast.unparse(patched_loop.seam_ask.value) == (
+            f"self._pause_state != PauseState.UNPAUSED or self.{SEAM}()"
+        )
         return
     release = stop_condition(release_source)
     assert release.seam_check is None  # the release itself has no seam
@@ -521,9 +540,9 @@ def test_inline_stop_condition_is_the_release_own(sdist_tree):
 
 
 def test_seam_default_returns_false():
-    """The default body is ``return False`` (after its docstring), or, from
-    0.34, the ``PauseState`` test the seam replaced: with no override, the
-    loop decides exactly as the release does."""
+    """The default body is ``return False`` (after its docstring), on every
+    release: with no override the loop decides exactly as the release does
+    (from 0.34 the pause test stays inline, in the flag next to the hook)."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
     source = textwrap.dedent(inspect.getsource(getattr(Scheduler, SEAM)))
@@ -532,10 +551,6 @@ def test_seam_default_returns_false():
     body = list(func.body)
     if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
-    if pause_loop(Path(inspect.getfile(Scheduler)).read_text()) is not None:
-        # 0.34 on: the default is the pause test it replaced (PAUSED_NEW).
-        assert [ast.unparse(stmt) for stmt in body] == [PAUSE_DEFAULT]
-        return
     assert [ast.dump(stmt) for stmt in body] == [
         ast.dump(ast.Return(value=ast.Constant(value=False)))
     ]

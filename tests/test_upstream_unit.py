@@ -50,24 +50,33 @@ pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 LANE = current_lane()
 SEAM_TEST = "test_should_stop_admitting_waiting_override"
-HELD_TEST = "test_should_stop_admitting_waiting_held_step_is_capacity_bound"
 KV_TEST = "test_should_stop_admitting_waiting_admits_kv_holding_requests"
+ASYNC_KV_TEST = "test_should_stop_admitting_waiting_kv_scope"
 COUNT_TEST = "test_should_stop_admitting_waiting_asked_once_per_schedule"
 _PATCH_TEXT = "".join(
     patch.read_text() for patch in series.series_patches(pin_tag(LANE), lane=LANE)
 )
 # Where the release records prefill_capacity_bound and takes
-# throttle_prefills (0.27 on), a named test pins the coupling: the step after
-# a held one is not throttled.
-COUPLED = f"def {HELD_TEST}(" in _PATCH_TEXT
+# throttle_prefills (0.27 on), the override test also runs the step after a
+# held one throttled: it must admit all the same (the coupling).
+COUPLED = '@pytest.mark.parametrize("throttle_prefills", [False, True])' in _PATCH_TEXT
 KV_SCOPE = f"def {KV_TEST}(" in _PATCH_TEXT
-# The series' tests: the override and (where coupled) the held-step test,
-# each parametrized over sync and async scheduling (pytest ids of
-# ``async_scheduling`` False/True); the call counter, sync only; and, where
-# the release has ``kv_holding_waiting``, the exemption test.
-MAIN_CASES = {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
-HELD_CASES = {f"{HELD_TEST}[False]", f"{HELD_TEST}[True]"} if COUPLED else set()
-SEAM_CASES = MAIN_CASES | HELD_CASES | {COUNT_TEST} | ({KV_TEST} if KV_SCOPE else set())
+# 0.34 on: the kv scope test holds async KV loads too, at the running cap
+# and below it.
+ASYNC_KV = f"def {ASYNC_KV_TEST}(" in _PATCH_TEXT
+# The series' tests, by pytest id: the override test over sync/async
+# scheduling (and, where coupled, throttle_prefills False/True: the
+# decorator nearest the function comes first in the id); the call counter;
+# and, where the release has kv_holding_waiting, the exemption test.
+MAIN_CASES = (
+    {f"{SEAM_TEST}[{a}-{t}]" for a in (False, True) for t in (False, True)}
+    if COUPLED
+    else {f"{SEAM_TEST}[False]", f"{SEAM_TEST}[True]"}
+)
+HELD_CASES = {f"{SEAM_TEST}[{a}-True]" for a in (False, True)} if COUPLED else set()
+AT_CAP, BELOW_CAP = f"{ASYNC_KV_TEST}[at-cap]", f"{ASYNC_KV_TEST}[below-cap]"
+KV_CASES = {AT_CAP, BELOW_CAP} if ASYNC_KV else ({KV_TEST} if KV_SCOPE else set())
+SEAM_CASES = MAIN_CASES | {COUNT_TEST} | KV_CASES
 HONOUR_NEW_ONLY = "stop_admitting_waiting and request_queue is self.waiting"
 COUPLING_MARK = "throttled step admits.\n"
 SNAPSHOT = "0" * 39 + "1"
@@ -471,27 +480,14 @@ def _uncoupled_source(source: str) -> str:
     return head + tail
 
 
-def _asked_per_iteration_source(source: str) -> str:
-    """The patched file asking the seam on every loop iteration instead of
-    once before the loop (what the call counter rules out): the ask line
-    removed, each read of its flag a call."""
-    ask = "stop_admitting_waiting = self._should_stop_admitting_waiting()\n"
-    assert source.count(ask) == 1, "the installed series changed"
-    at = source.index(ask)
-    line_start = source.rindex("\n", 0, at) + 1
-    source = source[:line_start] + source[at + len(ask) :]
-    reads = re.compile(r"(?<![\w.])stop_admitting_waiting\b")
-    assert reads.search(source), "the installed series changed"
-    return reads.sub("self._should_stop_admitting_waiting()", source)
-
-
-# 0.34 on, the seam replaces the loop's PauseState tests and the cap is an
-# assignment the seam never touches: there is no "old shape" to go back to
-# (its counterpart, a default that ignores PAUSED_NEW, is caught by the
-# stock-vs-patched machine with pause states toggled,
-# tests/test_refactor_equivalence.py).
+# 0.34 on, the flag replaces the loop's PauseState tests and the cap is an
+# assignment the seam never touches: there is no "old shape" to go back to.
 PAUSE_SHAPE = "not stop_admitting_waiting" in _PATCH_TEXT
 
+
+_NO_ASYNC_KV = pytest.mark.skipif(
+    not ASYNC_KV, reason="this release has no async_kv_waiting queue"
+)
 _NEGATIVE = [
     "release original",
     pytest.param(
@@ -503,7 +499,8 @@ _NEGATIVE = [
     pytest.param(
         "all queues",
         marks=pytest.mark.skipif(
-            not KV_SCOPE, reason="this release has no kv_holding_waiting queue"
+            not KV_SCOPE and not ASYNC_KV,
+            reason="this release has no kv_holding_waiting queue",
         ),
     ),
     pytest.param(
@@ -513,6 +510,14 @@ _NEGATIVE = [
         ),
     ),
     "asked per iteration",
+    pytest.param("async loads below the cap", marks=_NO_ASYNC_KV),
+    pytest.param("async loads at the cap", marks=_NO_ASYNC_KV),
+    pytest.param(
+        "pause term dropped",
+        marks=pytest.mark.skipif(
+            not PAUSE_SHAPE, reason="this release's loop tests no PauseState"
+        ),
+    ),
 ]
 
 
@@ -526,15 +531,23 @@ def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
     * the old shape (cap check inside the overridable method: the override
       returning False admits past ``max_num_seqs``): every case fails;
     * all queues (the hook also holds ``kv_holding_waiting``): the
-      exemption test fails, the main test passes;
+      exemption cases fail, and only they;
     * uncoupled (the held step is not recorded as ``prefill_capacity_bound``):
-      the throttled step after it defers, so the held-step test fails, and
-      only it;
+      the throttled step after it defers, so the override test's throttled
+      cases fail, and only they;
     * asked per iteration (the seam asked on every loop iteration, not once
-      per call): the call counter fails, and only it.
+      per call): the call counter fails, and only it;
+    * 0.34 on, async loads below (at) the cap (a held step still starts
+      async KV loads from ``async_kv_waiting`` below the running cap, or at
+      it): the kv scope test's below-cap (at-cap) case fails, and only it;
+    * 0.34 on, pause term dropped (the flag is the hook alone, as the
+      round-4 series with an override that forgets ``super()``): the call
+      counter, whose override never calls ``super()``, admits under
+      ``PAUSED_NEW``, and only it fails.
     """
     import vllm.v1.core.sched.scheduler as installed
 
+    from tests.support import pause_loop_variants as variants
     from tests.support.seam_shapes import old_shape_source
 
     patched = Path(installed.__file__).read_text()
@@ -546,12 +559,21 @@ def test_upstream_seam_test_fails_without_the_safe_seam(upstream_tree, variant):
         failing = SEAM_CASES
     elif variant == "all queues":
         source = _all_queues_source(patched)
-        failing = {KV_TEST}
+        failing = KV_CASES
     elif variant == "uncoupled":
         source = _uncoupled_source(patched)
         failing = HELD_CASES
+    elif variant == "asked per iteration":
+        source = variants.asked_per_iteration_source(patched)
+        failing = {COUNT_TEST}
+    elif variant == "async loads below the cap":
+        source = variants.async_loads_below_cap_source(patched)
+        failing = {BELOW_CAP}
+    elif variant == "async loads at the cap":
+        source = variants.async_loads_at_cap_source(patched)
+        failing = {AT_CAP}
     else:
-        source = _asked_per_iteration_source(patched)
+        source = variants.pause_term_dropped_source(patched)
         failing = {COUNT_TEST}
     path = _variant_file(upstream_tree, variant.replace(" ", "-"), source)
     result, summary, outcomes, _ = _run_upstream(

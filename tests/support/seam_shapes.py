@@ -77,17 +77,20 @@ def _calls_seam(test: ast.expr) -> bool:
 
 def _seam_flag(body: list[ast.stmt], loop: ast.While) -> str | None:
     """The name bound to ``self._should_stop_admitting_waiting()`` right
-    before ``loop`` in ``body`` (the once-per-call ask), if any."""
+    before ``loop`` in ``body`` (the once-per-call ask), if any; from 0.34
+    the value is ``<pause test> or self._should_stop_admitting_waiting()``."""
     index = body.index(loop)
     prior = body[index - 1] if index else None
-    if (
+    if not (
         isinstance(prior, ast.Assign)
         and len(prior.targets) == 1
         and isinstance(prior.targets[0], ast.Name)
-        and _calls_seam(prior.value)
     ):
-        return prior.targets[0].id
-    return None
+        return None
+    value = prior.value
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
+        value = value.values[-1]
+    return prior.targets[0].id if _calls_seam(value) else None
 
 
 def _reads_flag(test: ast.expr, flag: str) -> bool:
@@ -213,7 +216,6 @@ def inline_cap_mutant_source(source: str) -> str:
 
 PAUSE_TEST = "self._pause_state == PauseState.UNPAUSED"
 FLAG_TEST = "not stop_admitting_waiting"
-PAUSE_DEFAULT = "return self._pause_state != PauseState.UNPAUSED"
 
 
 @dataclass
@@ -297,13 +299,6 @@ def all_queues_source(source: str) -> str:
         first.lineno - 1, f"{indent}if stop_admitting_waiting:\n{indent}    break\n"
     )
     return "".join(lines)
-
-
-def pause_default_false_source(source: str) -> str:
-    """The patched 0.34 file whose seam default returns False instead of the
-    pause test: ``PauseState.PAUSED_NEW`` stops holding (not a refactor)."""
-    assert source.count(PAUSE_DEFAULT) == 1, "the installed series changed"
-    return source.replace(PAUSE_DEFAULT, "return False")
 
 
 def pause_cap_mutant_source(source: str) -> str:

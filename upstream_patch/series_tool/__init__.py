@@ -13,7 +13,8 @@ with ``vllm-ascend-balance patch-vllm``).
 * ``texts``: the commit message's and the hook docstring's prose;
 * ``upstream_tests``: the upstream tests the series appends (templates);
 * ``emit_scheduler`` / ``emit_tests`` / ``message``: a release's patched
-  ``scheduler.py``, ``test_scheduler.py`` and commit message;
+  ``scheduler.py``, ``test_scheduler.py`` (and, where a test needs it, the
+  helper ``utils.py``) and commit message;
 * ``resync``: the series of a vLLM source tree, as ``git format-patch``
   output;
 * ``constants``: the file paths and names shared by the above.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from .constants import FLAG, PAUSE_DEFAULT, SCHEDULER_REL, SEAM
+from .constants import FLAG, PAUSE_TERM, SCHEDULER_REL, SEAM
 from .lanes import SeriesError
 from .shapes import (
     Shape,
@@ -46,14 +46,17 @@ def _patched_pause_loop(
     tests: list[ast.Compare],
 ) -> tuple[str, Shape]:
     """The 0.34 shape: the loop's ``_pause_state == PauseState.UNPAUSED``
-    tests become ``not stop_admitting_waiting``, asked once before the loop;
-    the hook's default is the test it replaces (PAUSED_NEW its in-tree
-    user). ``kv_holding_waiting`` is still drained while it holds."""
+    tests become ``not stop_admitting_waiting``, a flag set once before the
+    loop to the pause test or the hook (asked only when unpaused, default
+    False): an override cannot lift ``PAUSED_NEW``. ``kv_holding_waiting``
+    still drains while it holds; ``async_kv_waiting`` starts no load."""
     update = capacity_bound_update(schedule)
+    guards = waiting_loop_guards(schedule, loop)
     shape = Shape(
         kv_queue="request_queue",
         queues=["waiting", "async_kv_waiting"],
-        skipped=waiting_loop_guards(schedule, loop),
+        # The guard skips PAUSED_ALL; the flag's pause test, PAUSED_NEW.
+        skipped=[reason for reason in guards if reason == "preempt"] + ["paused"],
         cap=next(
             node.attr
             for node in ast.walk(cap.value)
@@ -64,7 +67,8 @@ def _patched_pause_loop(
         throttle_arg="throttle_prefills"
         in {a.arg for a in schedule.args.args + schedule.args.kwonlyargs},
         local_cadence="self.local_prefill_interval" in ast.unparse(schedule),
-        pause_default=True,
+        pause_inline=True,
+        async_kv="self.async_kv_waiting" in ast.unparse(loop),
     )
     lines = source.splitlines(keepends=True)
     # Bottom up, so the line numbers above each change stay valid.
@@ -87,13 +91,19 @@ def _patched_pause_loop(
             + text[test.end_col_offset :]
         ).decode()
     start = comment_start(lines, loop.lineno)
-    lines.insert(start, f"{' ' * loop.col_offset}{FLAG} = self.{SEAM}()\n")
+    ind = " " * loop.col_offset
+    # As ruff formats it: the one-line form is past 88 columns at any depth
+    # the loop can sit at.
+    lines.insert(
+        start,
+        f"{ind}{FLAG} = (\n{ind}    {PAUSE_TERM}\n{ind}    or self.{SEAM}()\n{ind})\n",
+    )
     lines.insert(
         comment_start(lines, schedule.lineno),
         _hook_def(
             PAUSE_DOC.format(skipped=shape.skipped_text(rst=True), cap=shape.cap),
             " " * schedule.col_offset,
-            PAUSE_DEFAULT,
+            "False",
         ),
     )
     return "".join(lines), shape

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .constants import PATCH_NAME, SCHEDULER_REL, TEST_REL, UTILS_REL
 from .emit_scheduler import patched_scheduler
-from .emit_tests import patched_test
+from .emit_tests import patched_test, patched_utils
 from .lanes import PATCH_DIR, SeriesError
 from .message import commit_message
 
@@ -30,7 +30,9 @@ def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
     """Rebuild the series against the vLLM source tree ``tree`` (a release
     sdist, or a clone of ``main`` at submission time) into
     ``upstream_patch/<tag>/`` (or ``out``): the hook and its call are placed
-    by AST, the test is appended to the tree's own test file, and the patch
+    by AST, the tests are appended to the tree's own test file (the helper
+    ``create_scheduler()`` gains the argument they need, where it lacks
+    it), and the patch
     is made by ``git format-patch`` from a scratch commit of the tree's files
     (so the hunks are the tree's, never offset-patched)."""
     tree = Path(tree)
@@ -42,9 +44,9 @@ def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
     if missing:
         raise SeriesError(f"{tree} is not a vLLM source tree (missing {missing[0]})")
     scheduler, shape = patched_scheduler((tree / SCHEDULER_REL).read_text())
-    test = patched_test(
-        (tree / TEST_REL).read_text(), (tree / UTILS_REL).read_text(), shape
-    )
+    utils_source = (tree / UTILS_REL).read_text()
+    test = patched_test((tree / TEST_REL).read_text(), utils_source, shape)
+    utils = patched_utils(utils_source, shape)
     out = Path(out) if out else PATCH_DIR / tag
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     name, email = AUTHOR[: AUTHOR.index(" <")], AUTHOR[AUTHOR.index("<") + 1 : -1]
@@ -75,13 +77,15 @@ def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
             return result.stdout
 
         git("init", "-q")
-        for rel in (SCHEDULER_REL, TEST_REL):
+        for rel in (SCHEDULER_REL, TEST_REL, UTILS_REL):
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(tree / rel, repo / rel)
         git("add", "-A")
         git("commit", "-q", "-m", f"vLLM {tag}")
         (repo / SCHEDULER_REL).write_text(scheduler)
         (repo / TEST_REL).write_text(test)
+        if utils is not None:
+            (repo / UTILS_REL).write_text(utils)
         message = commit_message(shape)
         (Path(scratch) / "message").write_text(message)
         git("commit", "-q", "-a", "-F", str(Path(scratch) / "message"))

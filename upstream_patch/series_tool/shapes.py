@@ -67,8 +67,11 @@ class Shape(NamedTuple):
     throttle_arg: bool  # schedule() takes throttle_prefills
     local_cadence: bool  # the release has the local prefill_schedule_interval
     # The loop tests ``self._pause_state == PauseState.UNPAUSED`` (0.34 on):
-    # the hook's default is that test and replaces it (PAUSED_NEW its user).
-    pause_default: bool = False
+    # its flag becomes that test or the hook, the hook asked only unpaused.
+    pause_inline: bool = False
+    # The release starts async KV loads from ``self.async_kv_waiting`` under
+    # --max-num-inflight-kv-loads (0.34 on): a held step starts none.
+    async_kv: bool = False
 
     def skipped_text(self, rst: bool) -> str:
         quote = "``" if rst else ""

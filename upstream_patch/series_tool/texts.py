@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The series' prose, in the release's own terms once formatted: the commit
-message (both loop shapes), the hook's docstring (both shapes, Google style)
-and the comment at the ``prefill_capacity_bound`` assignment."""
+message (both loop shapes) and its trailer, the hook's docstring (both
+shapes, Google style) and the comment at the ``prefill_capacity_bound``
+assignment."""
 
 from __future__ import annotations
 
@@ -23,16 +24,17 @@ The default returns False: every SchedulerOutput is unchanged.
 Tests in tests/v1/core/test_scheduler.py, with gating subclasses passed to
 create_scheduler(), asserting on SchedulerOutputs only: {tests}.
 """
-PAUSE_DOC = """Whether this step admits no request without KV blocks.
+PAUSE_DOC = """Whether to hold this step's admissions from the waiting queues.
 
-Asked once per ``schedule()`` call, before the waiting loop; not on steps
-that {skipped}. True holds ``self.waiting`` and ``self.async_kv_waiting``;
-``self.kv_holding_waiting`` still drains and ``{cap}`` still caps
-admission. Overrides must call ``super()``, be cheap and run no
-collectives (some steps skip the call).
+Experimental, no compatibility guarantee. Asked once per ``schedule()``
+call, before the waiting loop; not on steps that {skipped}. True holds
+``self.waiting`` and ``self.async_kv_waiting``: no async KV load starts, as
+its request would join ``self.kv_holding_waiting``, which still drains, and
+be admitted within the same hold. ``{cap}`` still caps admission. Must be
+cheap and run no collectives (some steps skip the call).
 
 Returns:
-    True to hold this step; by default, whether ``PAUSED_NEW`` is set."""
+    True to hold this step (default: False)."""
 PAUSE_MESSAGE = """\
 Scheduler.schedule() gives a subclass no way to keep requests waiting
 for a step. vllm-ascend's balance scheduling (a data-parallel admission
@@ -40,24 +42,28 @@ gate: once one DP rank's running set is full, no rank admits a waiting
 request in that step) carries a full copy of schedule() to add that one
 condition, and re-syncs the copy by hand on every vLLM release.
 
-The waiting loop already has that condition: PauseState.PAUSED_NEW. This
-moves its two `self._pause_state == PauseState.UNPAUSED` tests into
-Scheduler._should_stop_admitting_waiting(), asked once per schedule()
-call right before the loop (not on steps that {skipped}); the default is
-the test it replaces, so PAUSED_NEW is its in-tree user and every
-SchedulerOutput is unchanged. The admission cap, {cap_text}, is computed
-apart and stays as it is: an override can hold a step, never admit past
-the cap. Overrides call super().
+The waiting loop already holds requests under PauseState.PAUSED_NEW, by
+two `self._pause_state == PauseState.UNPAUSED` tests. This adds
+Scheduler._should_stop_admitting_waiting() to that decision: one flag,
+set once per schedule() call right before the loop, is the pause test or
+the hook, which is not asked on steps that {skipped}. The default
+returns False, so every SchedulerOutput is unchanged, and the pause test
+stays inline: no override, whether it calls super() or not, can lift pause(mode="wait").
+The admission cap, {cap_text}, is computed apart and stays as it is: an
+override can hold a step, never admit past the cap.
 
 Scope, as under PAUSED_NEW: a held step admits nothing from self.waiting
-(requests without KV blocks, new or preempted) nor from
-self.async_kv_waiting (no new async KV load starts, not even past the
-running cap); self.kv_holding_waiting still drains: those requests hold
-KV blocks already, and holding them would keep the blocks allocated on
-the held rank while admitting no new work.
+(requests without KV blocks, new or preempted) and starts no load from
+self.async_kv_waiting (with --max-num-inflight-kv-loads, at the running
+cap or below it): a load started during a hold would put its request in
+self.kv_holding_waiting, which still drains, so it would be admitted
+within the same hold. Requests in self.kv_holding_waiting hold KV blocks
+already and still drain: holding them would keep their blocks allocated
+on the held rank while admitting no new work.
 {coupling}
 Tests in tests/v1/core/test_scheduler.py, with gating subclasses passed to
-create_scheduler(), asserting on SchedulerOutputs only: {tests}.
+create_scheduler(), asserting on SchedulerOutputs and request states:
+{tests}.
 """
 SCOPE_KV = """
 Scope: only self.waiting is held. Requests in self.kv_holding_waiting (KV
@@ -72,17 +78,22 @@ release has.
 COUPLING = """
 Coupling with the prefill throttle: a held step leaves requests waiting,
 so it is recorded as prefill_capacity_bound and the next throttled step
-({throttles}) admits: a held rank catches up. Kept on
-purpose; a comment says so where the flag is set.
+({throttles}) still admits: a held rank catches up. Kept
+on purpose; a comment says so where the flag is set.
 """
+# vLLM's AI-assisted contribution rule asks for this trailer on the commit;
+# the submitter's DCO Signed-off-by: follows it at export time
+# (docs/upstream-patch.md, "Submitting the upstream PR").
+TRAILERS = "Co-authored-by: Claude"
 # The docstring an override author reads (releases before 0.34): which
 # queues, when it is asked, which cap wins, what an override must not do.
-HOOK_DOC = """Whether this ``schedule()`` call admits no more waiting requests.
+HOOK_DOC = """Whether to stop admitting waiting requests for the rest of this call.
 
-Asked at most once per call, before the waiting loop; not on steps that
-{skipped}. True holds {queues}{exempt}. The cap ({cap_doc}) is
-checked first, so an override cannot admit past it. Must be cheap and run
-no collectives (some steps skip the call). Experimental and private.
+Experimental, no compatibility guarantee. Asked at most once per call,
+before the waiting loop; not on steps that {skipped}. True holds
+{queues}{exempt}. The cap ({cap_doc}) is checked first, so an override
+cannot admit past it. Must be cheap and run no collectives (some steps skip
+the call).
 
 Returns:
     True to hold the rest of this call's admissions (default: False)."""
