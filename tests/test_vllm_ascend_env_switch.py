@@ -15,7 +15,8 @@ controls: the nested key in the same deployment gathers once per busy-loop
 sync on every rank (the count can see gathers), and engine cores started by
 ``fork`` inherit the front-end's ``AscendConfig`` and gather too (the bug is
 the spawned engine core's). With patch 0 of
-``downstream_patch/vllm-ascend/main/`` the switch reaches the engine core.
+``downstream_patch/vllm-ascend/main/`` applied to a scratch clone the switch
+reaches the spawned engine core: one gather per sync on every rank.
 
 Runs on the release lane (the vLLM vllm-ascend main pins) with the checkout
 in ``$VAB_VLLM_ASCEND_SRC``; skipped without it.
@@ -23,6 +24,7 @@ in ``$VAB_VLLM_ASCEND_SRC``; skipped without it.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ import pytest
 
 from tests.support import vllm_ascend_src
 from tests.support.ascend_dp_run import DP_SIZE, ENV_SWITCH, run_dp2
+from tests.support.lanes import REPO_ROOT
 
 pytestmark = [
     pytest.mark.lane_scope("release"),
@@ -38,7 +41,9 @@ pytestmark = [
 ]
 
 UPSTREAM_ENGINE = "vllm.v1.engine.core.DPEngineCoreProc"
-BALANCE_ENGINE = "vllm_ascend.patch.platform.patch_balance_schedule.BalanceDPEngineCoreProc"
+BALANCE_ENGINE = (
+    "vllm_ascend.patch.platform.patch_balance_schedule.BalanceDPEngineCoreProc"
+)
 ENV_ONLY: dict[str, Any] = {"env": {ENV_SWITCH: "1"}, "additional": {}}
 NESTED_KEY: dict[str, Any] = {
     "env": {},
@@ -73,4 +78,22 @@ def test_control_main_nested_key_gathers_every_sync(tmp_path: Path) -> None:
 
 def test_control_main_env_switch_reaches_a_forked_engine_core(tmp_path: Path) -> None:
     ranks = run_dp2(vllm_ascend_src.require(), tmp_path, start="fork", **ENV_ONLY)
+    _assert_gathers_every_sync(ranks)
+
+
+def _patch0_tree(tmp_path: Path) -> Path:
+    """The checkout with patch 0 of the series applied, in a scratch clone."""
+    sys.path.insert(0, str(REPO_ROOT / "downstream_patch"))
+    try:
+        import apply_main  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(REPO_ROOT / "downstream_patch"))
+    tree = tmp_path / "vllm-ascend"
+    count = apply_main.TREES["patch0"]
+    apply_main.make_tree(vllm_ascend_src.require(), tree, apply_main.series()[:count])
+    return tree
+
+
+def test_patch0_env_switch_reaches_a_spawned_engine_core(tmp_path: Path) -> None:
+    ranks = run_dp2(_patch0_tree(tmp_path), tmp_path / "run", start="spawn", **ENV_ONLY)
     _assert_gathers_every_sync(ranks)

@@ -62,7 +62,9 @@ async def _serve(cfg: Any) -> None:
         llm.shutdown()
 
 
-def _front_end(tree: str, env: dict[str, str], additional: dict, start: str, out: str) -> None:
+def _front_end(
+    tree: str, env: dict[str, str], additional: dict, start: str, out: str
+) -> None:
     from tests.support import vllm_ascend_src
     from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 
