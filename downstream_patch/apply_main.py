@@ -281,6 +281,7 @@ def main() -> int:
         if args.keep:
             summary["scratch"] = str(scratch)
         print(main_report.table(rows))
+        print(main_report.notes(rows))
         print()
         print(
             main_report.lint_table({n: their_lint.summary(r) for n, r in lint.items()})

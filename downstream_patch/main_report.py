@@ -124,6 +124,23 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def notes(rows: dict[str, dict[str, Any]]) -> str:
+    """Per vLLM: the modules stood in for and the tests left out, if any."""
+    seen: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for row in rows.values():
+        seen.setdefault(
+            row["version"], (tuple(row["stood_in"]), tuple(row["left_out"]))
+        )
+    lines = []
+    for version, (stood_in, left_out) in seen.items():
+        if stood_in or left_out:
+            lines.append(
+                f"vLLM {version}: stood in for: {', '.join(stood_in) or 'none'}; "
+                f"left out: {', '.join(left_out) or 'none'}"
+            )
+    return "\n".join(lines)
+
+
 def lint_table(lint: dict[str, str]) -> str:
     """One line per tree: its pre-commit summary."""
     lines = ["| tree | vllm-ascend's pre-commit on the files the series changes |"]
