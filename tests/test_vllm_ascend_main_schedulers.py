@@ -6,10 +6,10 @@ release lane) with the checkout in ``$VAB_VLLM_ASCEND_SRC``.
 - short-request-first and batch-job-aware (queues, no ``schedule()`` copy):
   this package's gate composed onto them freezes admission, and opens in the
   queue's own order;
-- profiling-chunk (its own ``schedule()`` copy): on main as it is the gate
-  cannot reach it and the package's static check refuses it; with patch 1 of
-  ``downstream_patch/vllm-ascend/main/`` the copy asks the seam and the gate
-  composes;
+- profiling-chunk (its own ``schedule()`` copy): the gate cannot reach it
+  and the package's static check refuses it (main, and with the series of
+  ``downstream_patch/vllm-ascend/main/``, which leaves that copy alone); a
+  copy that asks the seam would compose (checked by introspection);
 - DyntraLB and recompute (their own ``schedule()`` copies, PD-disaggregated
   decode nodes only): the static check refuses them.
 
@@ -189,10 +189,10 @@ def _profiling_scheduler(cls: type) -> Any:
 
 
 def test_profiling_chunk_composes_only_where_its_copy_asks_the_seam() -> None:
-    """Main as it is: the copy never asks the seam, so a frozen gate admits
-    anyway, and the package's static check refuses the class. With patch 1
-    the copy asks the seam once per call: the check passes and the gate
-    freezes admission."""
+    """The copy never asks the seam (main, and the series leaves it alone),
+    so a frozen gate admits anyway, and the package's static check refuses
+    the class. Were the copy to ask the seam once per call, the check would
+    pass and the gate would freeze admission."""
     sched = _profiling_scheduler(compose_scheduler(profiling.ProfilingChunkScheduler))
     frozen, opened = freeze_then_open(sched)
     refused = unreachable_gate(profiling.ProfilingChunkScheduler)

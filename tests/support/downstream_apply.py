@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-# Up to 18 interpreter runs over vllm-ascend's tree (apply_main.py: three
-# trees on two vLLM refs): 16.5 min on a 2-core machine under load 13, past
-# pytest's default 600 s hang guard and near 1,800 s under heavier load.
-TIMEOUT = 3600
+# Up to 32 pytest runs over vllm-ascend's tree (apply_main.py: four trees on
+# two vLLMs, each stock and with the seam), after building the second
+# vLLM's venv on first use: about 16 min on a 2-core machine under light
+# load, far past pytest's default 600 s hang guard; twice that under load.
+TIMEOUT = 5400
 
 
 def run_apply(script: str, *args: str) -> dict[str, Any]:
