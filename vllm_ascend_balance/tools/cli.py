@@ -10,7 +10,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; results go to stdout, vLLM's logs to stderr."""
-    from vllm_ascend_balance.tools.log_streams import vllm_logs_to_stderr
+    from vllm_ascend_balance.log_streams import vllm_logs_to_stderr
 
     # Before the subcommands import vLLM, which configures its log handler
     # on first import.
