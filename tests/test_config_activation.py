@@ -817,7 +817,7 @@ def test_tripwire_negative_control_fails(caplog: pytest.LogCaptureFixture) -> No
 
 
 def _doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    from vllm_ascend_balance.tools import doctor
+    from vllm_ascend_balance.tools.doctor import cli as doctor
 
     # vLLM's default DP size is 1, where balance has no effect.
     code = doctor.run(doctor.parse_args(["--data-parallel-size", "2", *argv]))

@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from vllm_ascend_balance.tools.demo_command import (
+from vllm_ascend_balance.tools.demo.command import (
     BALANCE_ON,
     MAX_PORT,
     merge_into,
