@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent
 class BuildPyWithSeries(build_py):
     """``build_py`` plus each ``upstream_patch/v*/series`` and the patches it
     lists. Skipped for editable installs: the package then finds the series
-    in the checkout (vllm_ascend_balance.tools.series.series_root)."""
+    in the checkout (vllm_ascend_balance.tools.patch.series.series_root)."""
 
     def run(self) -> None:
         super().run()

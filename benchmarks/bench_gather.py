@@ -63,7 +63,7 @@ from vllm.config import ParallelConfig  # noqa: E402
 
 from benchmarks.gather.ranks import BLOCK, run_dp, sync_interval  # noqa: E402
 from benchmarks.gather.scale import fleet_scale  # noqa: E402
-from vllm_ascend_balance.replay.model.cost import CostModel  # noqa: E402
+from vllm_ascend_balance.replay.pipeline.cost import CostModel  # noqa: E402
 
 STEP_TIMES_MS = (10.0, CostModel().step_ms, 70.0)
 

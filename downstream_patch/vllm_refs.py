@@ -10,7 +10,7 @@ installed one carries it (the release lane's venv). The copy goes first on
 so a re-synced series makes a new one.
 
 Imported as a sibling module; the apply/revert code is the package's
-(:mod:`vllm_ascend_balance.tools.series`, standard library only), imported
+(:mod:`vllm_ascend_balance.tools.patch.series`, standard library only), imported
 from this checkout.
 """
 
@@ -30,7 +30,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from vllm_ascend_balance.tools.series import (  # noqa: E402
+from vllm_ascend_balance.tools.patch.series import (  # noqa: E402
     STATE_DIR_NAME,
     apply_series,
     has_seam_source,

@@ -77,7 +77,7 @@ vpy=$venv/bin/python
 # scripts/ put their own checkout first on PYTHONPATH, so two checkouts
 # sharing one cache each run their own code (CONTRIBUTING.md).
 series_dir=$root/upstream_patch/$tag
-stamp=$( { echo "$lane"; cat "$root/pyproject.toml" "$root/upstream_patch/series.py" "$root"/upstream_patch/series_tool/*.py "$root/vllm_ascend_balance/tools/series.py";
+stamp=$( { echo "$lane"; cat "$root/pyproject.toml" "$root/upstream_patch/series.py" "$root"/upstream_patch/series_tool/*.py "$root/vllm_ascend_balance/tools/patch/series.py";
   cat "$series_dir"/series "$series_dir"/*.patch 2>/dev/null || true;
   cat "$venv/.fork-installed" 2>/dev/null || true; } | sha256sum | cut -c1-16)
 if [ "$(cat "$venv/.checkout-stamp" 2>/dev/null || true)" != "$stamp" ]; then

@@ -45,7 +45,8 @@ import vllm.logger
 if hasattr(vllm.logger, "configure_logging"):  # else configured at import
     from vllm.config.logging import LoggingConfig
     vllm.logger.configure_logging(LoggingConfig())
-from vllm_ascend_balance.tools import cli, doctor
+from vllm_ascend_balance.tools import cli
+from vllm_ascend_balance.tools.doctor import cli as doctor
 args = {args!r}
 if sys.argv[1] == "main":
     sys.exit(cli.main(args))

@@ -378,7 +378,7 @@ def test_vllm_ascend_exclusive_settings_refused_with_balance(
 def test_doctor_says_which_gate_and_why(
     form: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vllm_ascend_balance.tools import doctor
+    from vllm_ascend_balance.tools.doctor import cli as doctor
 
     if form == "env":
         monkeypatch.setenv(ENV_SETTING, "1")

@@ -47,7 +47,7 @@ from vllm_ascend_balance.wiring import (
     activation_plan,
     composition,
     config,
-    config_switch,
+    config_read,
     engine_chain,
     reach,
 )
@@ -168,7 +168,7 @@ def test_non_boolean_is_a_one_line_error(value: Any, key: str) -> None:
 def test_legacy_key_accepted_with_deprecation_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger=config_switch.logger.name):
+    with caplog.at_level(logging.WARNING, logger=config_read.logger.name):
         setting = read_balance_setting(vllm_config({"enable_balance_scheduling": True}))
     assert (setting.enabled, setting.source) == (True, LEGACY_SETTING)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -209,7 +209,7 @@ def test_vllm_ascend_precedence(
         additional["enable_balance_scheduling"] = forms["legacy"]
     if "env" in forms:
         monkeypatch.setenv(ENV_SETTING, forms["env"])
-    with caplog.at_level(logging.WARNING, logger=config_switch.logger.name):
+    with caplog.at_level(logging.WARNING, logger=config_read.logger.name):
         setting = read_balance_setting(vllm_config(additional))
     assert (setting.enabled, setting.source) == expected
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -817,7 +817,7 @@ def test_tripwire_negative_control_fails(caplog: pytest.LogCaptureFixture) -> No
 
 
 def _doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    from vllm_ascend_balance.tools import doctor
+    from vllm_ascend_balance.tools.doctor import cli as doctor
 
     # vLLM's default DP size is 1, where balance has no effect.
     code = doctor.run(doctor.parse_args(["--data-parallel-size", "2", *argv]))

@@ -26,7 +26,7 @@ from hypothesis.errors import NoSuchExample
 from tests.support.vllm_objects import make_vllm_config
 from vllm_ascend_balance.gate import policies
 from vllm_ascend_balance.gate.settings import GateSettings
-from vllm_ascend_balance.tools import doctor
+from vllm_ascend_balance.tools.doctor import cli as doctor
 from vllm_ascend_balance.wiring import (
     activation_plan,
     composition,

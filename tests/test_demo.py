@@ -47,8 +47,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_ascend_balance.observability import exported_series
-from vllm_ascend_balance.tools import demo
-from vllm_ascend_balance.tools.async_decision import async_scheduling
+from vllm_ascend_balance.tools.demo import server as demo
+from vllm_ascend_balance.tools.doctor.async_decision import async_scheduling
 
 pytestmark = pytest.mark.lane_scope("release", "main")
 
@@ -313,7 +313,7 @@ class Demo:
 
 
 def demo_cli_doctor_env() -> str:
-    from vllm_ascend_balance.tools.demo_cli import DOCTOR_ENV
+    from vllm_ascend_balance.tools.demo.cli import DOCTOR_ENV
 
     return DOCTOR_ENV
 

@@ -30,7 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance.tools import demo, demo_checks, demo_log, demo_report, doctor
+from vllm_ascend_balance.tools.demo import checks as demo_checks
+from vllm_ascend_balance.tools.demo import log as demo_log
+from vllm_ascend_balance.tools.demo import report as demo_report
+from vllm_ascend_balance.tools.demo import server as demo
+from vllm_ascend_balance.tools.doctor import cli as doctor
 
 pytestmark = pytest.mark.lane_scope("release", "main")
 

@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.lanes import REPO_ROOT
-from vllm_ascend_balance.tools import doctor
 from vllm_ascend_balance.tools.cli import build_parser, parse_command_line
+from vllm_ascend_balance.tools.doctor import cli as doctor
 
 pytestmark = pytest.mark.lane_scope("release")
 

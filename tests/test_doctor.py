@@ -21,7 +21,7 @@ from packaging.version import Version
 from tests.support.doctor_runs import run_doctor_cases
 from tests.support.lanes import current_lane
 from tests.support.series_tool import series
-from vllm_ascend_balance.tools import vllm_install
+from vllm_ascend_balance.tools.doctor import vllm_install
 from vllm_ascend_balance.wiring.config import SETTING
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
@@ -246,7 +246,7 @@ def test_help_lists_checks_exit_codes_and_the_environment_variable() -> None:
 
 
 # --------------------------------------------------------------------------
-# install kind and torch line (vllm_ascend_balance/tools/vllm_install.py)
+# install kind and torch line (vllm_ascend_balance/tools/doctor/vllm_install.py)
 # --------------------------------------------------------------------------
 
 # How scripts/lane.sh builds each lane: the fork and ascend lanes install the

@@ -2,7 +2,7 @@
 """Fault trials on a real ``vllm serve`` DP 2: a rank slowed, stopped and
 resumed, then killed, under load, with balance on and with balance off.
 
-The server is the demo's (:func:`vllm_ascend_balance.tools.demo.running_server`:
+The server is the demo's (:func:`vllm_ascend_balance.tools.demo.server.running_server`:
 vLLM's OpenAI API server, DP 2 on CPU, the tiny MoE model, the cost-model
 executor whose forward passes begin with a lock-step collective across the
 ranks, as MoE dispatch does), balance on with ``balance_stall_warning_s`` =
@@ -62,7 +62,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_ascend_balance.tools import demo
+from vllm_ascend_balance.tools.demo import server as demo
 
 pytestmark = [pytest.mark.lane_scope("release"), pytest.mark.e2e, pytest.mark.slow]
 

@@ -25,7 +25,7 @@ import pytest
 
 from tests.support.lanes import current_lane, pin_tag
 from tests.support.series_tool import series
-from vllm_ascend_balance.tools import vllm_install
+from vllm_ascend_balance.tools.doctor import vllm_install
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 

@@ -38,7 +38,7 @@ from vllm_ascend_balance.gate.policies import (
 )
 from vllm_ascend_balance.gate.signals import View
 from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
-from vllm_ascend_balance.tools import doctor
+from vllm_ascend_balance.tools.doctor import cli as doctor
 from vllm_ascend_balance.wiring import config_read
 from vllm_ascend_balance.wiring.config import CARRIED_KEY, SWITCH, BalanceConfigError
 from vllm_ascend_balance.wiring.config_read import read_user_setting

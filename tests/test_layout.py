@@ -15,13 +15,20 @@ change the verdict):
 - no import cycle between the package's modules, counting every import
   statement, those inside functions too (an import moved into a function
   only defers a cycle);
+- every import points down a floor (or along one): the package is built in
+  :data:`FLOORS`, the ground (``logger``, ``log_streams``) first, then
+  ``gate``, ``observability``, ``wiring``, the replay's rooms, ``tools``;
+  a module imports its own floor or those below, never one above (a
+  function's import too), and every module sits on a floor;
 - the replay's two engine rooms (``replay/real/``, ``replay/sim/``) never
   import each other, and the pipeline (``replay/pipeline/``) imports
   neither: it loads the engine ``--engine`` names by its registry.
 
 Negative controls: a synthetic package with a cycle, an oversized module, a
-room without a docstring, a stale allow-list entry and a pipeline that
-imports an engine room, each of which the matching check must report.
+room without a docstring, a stale allow-list entry, a pipeline that
+imports an engine room, and imports up a floor (the three this check was
+written against) with a module on no floor, each of which the matching
+check must report.
 """
 
 from __future__ import annotations
@@ -194,6 +201,62 @@ def crossings(
     ]
 
 
+#: The package's floors, lowest first; each a tuple of rooms (module paths
+#: under the package; ``""`` is its ``__init__``). A module sits on the
+#: floor of the longest room that holds it, and imports only from its own
+#: floor and those below.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    # ground: the package, every module's logger, the log-stream helpers
+    ("", "logger", "log_streams"),
+    # the decision inside each rank's scheduler
+    ("gate",),
+    # what the gate reports while it runs
+    ("observability",),
+    # how the gate gets into a deployment: the setting, activation, hooks
+    ("wiring",),
+    # the replay: other projects' policies, then the pipeline's types and
+    # stages, the weightless model on them, the engines and validate-sim
+    ("replay", "replay.peers"),
+    ("replay.pipeline",),
+    ("replay.model",),
+    ("replay.real", "replay.sim", "replay.validation"),
+    # the commands, and ``python -m``
+    ("tools",),
+    ("__main__",),
+)
+
+
+def floor_of(module: str, package: str, floors: tuple[tuple[str, ...], ...]) -> int:
+    """The floor ``module`` sits on (an index into ``floors``), -1: none."""
+    rel = "" if module == package else module.removeprefix(f"{package}.")
+    best, level = -1, -1
+    for index, rooms in enumerate(floors):
+        for room in rooms:
+            inside = rel == room or (room != "" and rel.startswith(f"{room}."))
+            if inside and len(room) > best:
+                best, level = len(room), index
+    return level
+
+
+def upward_imports(
+    graph: dict[str, set[str]], package: str, floors: tuple[tuple[str, ...], ...]
+) -> list[str]:
+    """``a -> b (floor i up to j)`` for each import from a module to a module
+    on a higher floor, and ``a: on no floor`` for each module no room of
+    ``floors`` holds."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        own = floor_of(module, package, floors)
+        if own < 0:
+            found.append(f"{module}: on no floor (add its room to FLOORS)")
+            continue
+        for target in sorted(targets):
+            up = floor_of(target, package, floors)
+            if up > own:
+                found.append(f"{module} -> {target} (floor {own} up to {up})")
+    return found
+
+
 def test_every_room_names_its_job() -> None:
     assert rooms_without_docstring(REPO_ROOT, PACKAGE) == []
 
@@ -211,6 +274,12 @@ def test_no_import_cycle() -> None:
 def test_the_replay_engines_stay_behind_their_seam() -> None:
     graph = import_graph(REPO_ROOT, PACKAGE)
     assert crossings(graph, PACKAGE, SEPARATE) == []
+
+
+def test_every_import_points_down_a_floor() -> None:
+    graph = import_graph(REPO_ROOT, PACKAGE)
+    assert len(graph) > 50  # the package was found and read
+    assert upward_imports(graph, PACKAGE, FLOORS) == []
 
 
 # -- negative controls: a synthetic package with each fault ------------------
@@ -305,4 +374,47 @@ def test_negative_control_a_pipeline_importing_an_engine_is_found(
     assert crossings(import_graph(root, "pkg"), "pkg", SEPARATE) == [
         "pkg.replay.pipeline.run -> pkg.replay.sim.engine",
         "pkg.replay.sim.engine -> pkg.replay.real.engine",
+    ]
+
+
+def test_negative_control_an_import_up_a_floor_is_found(tmp_path: Path) -> None:
+    """The three upward imports this check was written against, on the
+    package's own floors, and a room on none; the imports down or along a
+    floor beside them pass."""
+    root = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": '"""The package."""\n',
+            "pkg/logger.py": "",
+            "pkg/log_streams.py": "from pkg import logger\n",
+            "pkg/gate/__init__.py": '"""Gate."""\n',
+            "pkg/gate/scheduler.py": "from pkg.logger import init_logger\n",
+            "pkg/observability/__init__.py": '"""Observability."""\n',
+            "pkg/observability/stall.py": "from pkg.wiring import config_read\n",
+            "pkg/wiring/__init__.py": '"""Wiring."""\n',
+            "pkg/wiring/config_read.py": "from pkg.gate import scheduler\n",
+            "pkg/replay/__init__.py": '"""Replay."""\n',
+            "pkg/replay/pipeline/__init__.py": '"""Pipeline."""\n',
+            "pkg/replay/pipeline/environment.py": "import pkg.tools.log_streams\n",
+            # Deferred into a function, still up a floor.
+            "pkg/replay/pipeline/options.py": (
+                "def f():\n    from pkg.replay.model import cost\n"
+            ),
+            "pkg/replay/model/__init__.py": '"""Model."""\n',
+            "pkg/replay/model/cost.py": "from pkg.replay.pipeline import options\n",
+            "pkg/tools/__init__.py": '"""Tools."""\n',
+            "pkg/tools/log_streams.py": "",
+            "pkg/tools/cli.py": "from pkg.replay.model import cost\n",
+            "pkg/__main__.py": "from pkg.tools import cli\n",
+            "pkg/annex/__init__.py": '"""A room on no floor."""\n',
+            "pkg/annex/m.py": "from pkg import logger\n",
+        },
+    )
+    found = upward_imports(import_graph(root, "pkg"), "pkg", FLOORS)
+    assert [f.split(" (")[0] for f in found] == [
+        "pkg.annex: on no floor",
+        "pkg.annex.m: on no floor",
+        "pkg.observability.stall -> pkg.wiring.config_read",
+        "pkg.replay.pipeline.environment -> pkg.tools.log_streams",
+        "pkg.replay.pipeline.options -> pkg.replay.model.cost",
     ]

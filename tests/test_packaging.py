@@ -309,7 +309,7 @@ def test_installed_wheel_patches_a_seamless_vllm_then_doctor_says_active(
     ``patch-vllm`` restores the seam from the wheel's own series, and
     ``doctor`` with ``vllm serve``'s arguments reports balance active."""
     from tests.support import vllm_copy
-    from vllm_ascend_balance.tools import series
+    from vllm_ascend_balance.tools.patch import series
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
@@ -341,7 +341,7 @@ def test_installed_wheel_patches_a_seamless_vllm_then_doctor_says_active(
     assert f"applied 1 patch(es) for v{version}" in applied
     assert str(purelib / PACKAGE / "upstream_patch") in str(
         _run(
-            [python, "-c", "from vllm_ascend_balance.tools import series; "
+            [python, "-c", "from vllm_ascend_balance.tools.patch import series; "
              "print(series.series_root())"],
             env=env, cwd=tmp_path,
         ).stdout

@@ -27,7 +27,7 @@ import pytest
 from tests.support import vllm_copy
 from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane, pin_tag
 from tests.support.series_tool import series as series_tool
-from vllm_ascend_balance.tools import series
+from vllm_ascend_balance.tools.patch import series
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -132,7 +132,7 @@ def test_apply_check_revert_on_a_copy_of_the_lane_install(
 def test_verification_fails_on_a_copy_without_the_seam(unpatched_copy: Path) -> None:
     """Negative control of the fresh-import check: on the seam-less copy it
     must report the seam missing, not pass."""
-    from vllm_ascend_balance.tools.patch_vllm import verify_seam
+    from vllm_ascend_balance.tools.patch.cli import verify_seam
 
     problem = verify_seam(unpatched_copy, explicit_site=True)
     assert problem is not None and "has no _should_stop_admitting_waiting" in problem
@@ -142,7 +142,7 @@ def test_verification_fails_on_a_copy_without_the_seam(unpatched_copy: Path) -> 
 def test_verification_notices_a_shadowing_vllm(unpatched_copy: Path) -> None:
     """Without ``--site`` on ``PYTHONPATH`` the fresh import loads the lane's
     own vLLM: the check must say the patched copy is not what imports."""
-    from vllm_ascend_balance.tools.patch_vllm import verify_seam
+    from vllm_ascend_balance.tools.patch.cli import verify_seam
 
     problem = verify_seam(unpatched_copy, explicit_site=False)
     assert problem is not None and "shadows" in problem
@@ -308,7 +308,7 @@ def test_a_foreign_torchvision_is_named_with_the_command_that_fixes_it(
 
 @pytest.mark.lane_scope("release")  # this package's logic, not vLLM's
 def test_only_a_companion_failure_gets_the_uninstall_hint() -> None:
-    from vllm_ascend_balance.tools.torch_companions import mismatch_hint
+    from vllm_ascend_balance.tools.patch.torch_companions import mismatch_hint
 
     hint = mismatch_hint("RuntimeError: operator torchvision::nms does not exist")
     assert hint is not None and "pip uninstall -y" in hint

@@ -43,7 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support import prometheus
 from tests.support.lanes import REPO_ROOT
 from tests.test_grafana_dashboard import exprs, load
-from vllm_ascend_balance.tools import demo
+from vllm_ascend_balance.tools.demo import server as demo
 
 pytestmark = [pytest.mark.lane_scope("release"), pytest.mark.e2e, pytest.mark.slow]
 

@@ -23,9 +23,9 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.replay.model.cost import (
     REPLAY_CONFIG_KEY,
-    CostModel,
     ReplaySettings,
 )
+from vllm_ascend_balance.replay.pipeline.cost import CostModel
 from vllm_ascend_balance.replay.pipeline.environment import (
     vllm_logs_to_stderr,
     work_dir,

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_ascend_balance.replay.model.cost import REPLAY_CONFIG_KEY, CostModel
+from vllm_ascend_balance.replay.model.cost import REPLAY_CONFIG_KEY
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 from vllm_ascend_balance.replay.pipeline import options as replay_options
 from vllm_ascend_balance.replay.pipeline.cli import run_order
+from vllm_ascend_balance.replay.pipeline.cost import CostModel
 from vllm_ascend_balance.replay.pipeline.modes import Mode, ModeError, parse_modes
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, parse
 from vllm_ascend_balance.replay.pipeline.records import RunStatus

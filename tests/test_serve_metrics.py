@@ -55,7 +55,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_ascend_balance.replay.model.cost import ReplaySettings
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
-from vllm_ascend_balance.tools import demo
+from vllm_ascend_balance.tools.demo import server as demo
 
 pytestmark = [
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),

@@ -465,7 +465,7 @@ def test_installed_vllm_is_the_pinned_release_plus_the_series(sdist_tree, tmp_pa
     installed ``scheduler.py`` is the sdist's plus the series, nothing else."""
     import vllm.v1.core.sched.scheduler as installed
 
-    from vllm_ascend_balance.tools.vllm_install import (
+    from vllm_ascend_balance.tools.doctor.vllm_install import (
         FORK_BRANCH,
         PATCHED_WHEEL,
         inspect_install,

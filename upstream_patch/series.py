@@ -46,7 +46,7 @@ from series_tool.resync import resync  # noqa: E402
 from series_tool.sdist import ascend_sdist, fetch_sdist, sdist  # noqa: E402
 from series_tool.shapes import Shape  # noqa: E402
 
-from vllm_ascend_balance.tools.series import (  # noqa: E402
+from vllm_ascend_balance.tools.patch.series import (  # noqa: E402
     STATE_DIR_NAME,
     git_apply,
     installed_vllm,

@@ -16,7 +16,7 @@ def init_logger(name: str) -> logging.Logger:
     ``vllm.`` makes them behave like vLLM's own (``VLLM_LOGGING_LEVEL``,
     ``VLLM_CONFIGURE_LOGGING``). Not importing ``vllm.logger`` here keeps
     commands that never touch vLLM (``--help``) from importing vLLM and
-    torch (~5 s); every path that logs has imported vLLM, which configures
+    torch (seconds); every path that logs has imported vLLM, which configures
     the tree on import.
     """
     return logging.getLogger(f"vllm.{name}")

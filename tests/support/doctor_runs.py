@@ -32,7 +32,7 @@ from pathlib import Path
 #: imported here is left to the child, which meets it as the command would.
 PRELOAD = (
     "vllm_ascend_balance.tools.cli",
-    "vllm_ascend_balance.tools.doctor",
+    "vllm_ascend_balance.tools.doctor.cli",
     "vllm.logger",
     "vllm.config",
     "vllm.engine.arg_utils",

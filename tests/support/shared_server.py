@@ -2,7 +2,7 @@
 """One real balance-on ``vllm serve`` DP 2 server per pytest session, for the
 tests that only need one (a server start is 40-90 s on 2 shared cores).
 
-The server is the demo's (:func:`vllm_ascend_balance.tools.demo.running_server`:
+The server is the demo's (:func:`vllm_ascend_balance.tools.demo.server.running_server`:
 ``python -m vllm.entrypoints.openai.api_server``, DP 2 on 127.0.0.1, the tiny
 MoE model served as ``tiny-moe``, the replay's cost-model executor,
 ``--max-num-seqs 4``, max model length 1024) with the bounded freeze on
@@ -39,7 +39,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from vllm_ascend_balance.tools import demo
+from vllm_ascend_balance.tools.demo import server as demo
 
 #: The shared server's balance settings (``additional_config.scheduler_config``).
 BOUNDED = {"enable_balance_scheduling": True, "balance_max_frozen_steps": 2}

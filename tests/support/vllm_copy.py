@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from vllm_ascend_balance.tools import series
+from vllm_ascend_balance.tools.patch import series
 
 
 def copy_vllm(src_site: Path, dest: Path, *, dist_info: bool) -> None:

@@ -3,7 +3,7 @@
 
 Run it as ``python upstream_patch/series.py COMMAND`` (``cli``: the commands
 and their options). Stdlib only, plus this checkout's
-:mod:`vllm_ascend_balance.tools.series` (the apply/revert machinery it shares
+:mod:`vllm_ascend_balance.tools.patch.series` (the apply/revert machinery it shares
 with ``vllm-ascend-balance patch-vllm``).
 
 * ``lanes``: the lanes' pin files, tags, series folders, the cache folder;

@@ -11,7 +11,7 @@ Each holds a vLLM release tag (``vX.Y.Z``); the series for that tag lives in
 ``upstream_patch/<tag>/`` and its order in ``upstream_patch/<tag>/series``.
 
 Commands (stdlib only, so it runs in any venv; needs ``git`` on PATH). The
-apply/revert machinery is the package's :mod:`vllm_ascend_balance.tools.series`
+apply/revert machinery is the package's :mod:`vllm_ascend_balance.tools.patch.series`
 (imported from this checkout), shared with ``vllm-ascend-balance patch-vllm``,
 which picks the series by the installed vLLM's version instead of a lane:
 

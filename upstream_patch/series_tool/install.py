@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_ascend_balance.tools.series import (
+from vllm_ascend_balance.tools.patch.series import (
     SeriesError,
     applied_digest,
     apply_series,

@@ -2,7 +2,8 @@
 """Lanes and their pins: which vLLM release each lane pins (``.github/``),
 where its series lives (``upstream_patch/<tag>/``) and the cache folder.
 
-The apply/revert machinery is the package's :mod:`vllm_ascend_balance.tools.series`
+The apply/revert machinery is the package's
+:mod:`vllm_ascend_balance.tools.patch.series`
 (``vllm-ascend-balance patch-vllm`` uses the same code), imported from this
 checkout whatever is installed (the package's ``__init__`` puts it first on
 ``sys.path``)."""
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vllm_ascend_balance.tools.series import SeriesError, read_series
+from vllm_ascend_balance.tools.patch.series import SeriesError, read_series
 
 ROOT = Path(__file__).resolve().parents[2]
 

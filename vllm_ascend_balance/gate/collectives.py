@@ -130,8 +130,8 @@ def reduce_signals(
         dissemination_peers(group.rank(), group.size())
     ):
         # Both posted before either is awaited (no pair waits on the other),
-        # send first: on gloo a receive posted before the send was measured
-        # ~50x slower per round on loopback (benchmarks/bench_gather.py).
+        # send first: on gloo a receive posted before the send is far slower
+        # per round (docs/gather-cost.md).
         # Both complete before combining: ``mine`` is the send buffer.
         sent = group.send([mine], send_to, tag)
         received = group.recv([inbox], receive_from, tag)

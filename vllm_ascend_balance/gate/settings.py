@@ -3,7 +3,7 @@
 from the configuration reader to every rank's gate and to the simulated
 engine, and the gate's own defaults.
 
-Nothing here reads a configuration; :mod:`~vllm_ascend_balance.wiring.config_read`
+Nothing here reads a configuration; :mod:`~vllm_ascend_balance.wiring.config`
 builds a :class:`GateSettings` from one, and
 :mod:`~vllm_ascend_balance.wiring.composition` hands it to the scheduler class.
 """

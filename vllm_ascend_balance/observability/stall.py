@@ -34,12 +34,13 @@ from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.observability import exported_series, metrics, metrics_dirs
-from vllm_ascend_balance.wiring import config, config_read
 
 logger = init_logger(__name__)
 
 #: Longest sleep between two samples, seconds (the gauge's refresh period).
 MAX_POLL_S = 1.0
+#: The setting that sets the threshold, named in the warning.
+THRESHOLD_KEY = "balance_stall_warning_s"
 
 
 class StallWatchdog:
@@ -80,28 +81,21 @@ class StallWatchdog:
             self._thread.start()
 
     @classmethod
-    def for_engine(cls, engine: Any) -> StallWatchdog:
-        """Build from a ``DPEngineCoreProc`` (tolerates a partly built one):
-        the threshold from its config's ``additional_config``, the gauge in
-        the engine's metrics directory.
-
-        Raises:
-            BalanceConfigError: the setting is malformed (already refused in
-                the front-end, so only where the front-end was bypassed).
-        """
+    def for_engine(cls, engine: Any, threshold_s: float | None) -> StallWatchdog:
+        """Build for a ``DPEngineCoreProc`` (tolerates a partly built one),
+        with ``threshold_s`` (as in the constructor; the engine's setting),
+        the gauge in the engine's metrics directory."""
         dp_rank, model_name = metrics.engine_labels(engine)
-        vllm_config = getattr(engine, "vllm_config", None)
-        threshold = config_read.read_stall_warning_s(vllm_config)
         directory = metrics_dirs.engine_metrics_dir()
         gauge = None
-        if directory is not None and threshold is not None:
+        if directory is not None and threshold_s is not None:
             gauge = metrics.open_gauge(
                 directory,
                 exported_series.WAIT_SERIES,
                 [model_name, str(dp_rank)],
                 "balancewait",
             )
-        return cls(dp_rank, threshold, gauge)
+        return cls(dp_rank, threshold_s, gauge)
 
     def stop(self) -> None:
         """End the thread (tests; an engine process simply exits)."""
@@ -148,5 +142,5 @@ class StallWatchdog:
                 self.dp_rank,
                 wait,
                 threshold,
-                config.STALL_SETTING.rsplit(".", 1)[-1],
+                THRESHOLD_KEY,
             )

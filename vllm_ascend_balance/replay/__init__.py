@@ -7,7 +7,7 @@ in a room of its own:
 
 - :mod:`.pipeline`: the pipeline, in the order a replay runs it (options,
   workload, the engine seam, records, metrics, the comparison, the summary).
-- :mod:`.model`: the weightless model both engines run (step cost, outputs,
+- :mod:`.model`: the weightless model both engines run (the lock step, outputs,
   the tiny MoE directory).
 - :mod:`.real`: the real engine, a vLLM ``AsyncLLM`` DP deployment
   (``--engine asyncllm``).

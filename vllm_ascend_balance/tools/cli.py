@@ -10,7 +10,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; results go to stdout, vLLM's logs to stderr."""
-    from vllm_ascend_balance.tools.log_streams import vllm_logs_to_stderr
+    from vllm_ascend_balance.log_streams import vllm_logs_to_stderr
 
     # Before the subcommands import vLLM, which configures its log handler
     # on first import.
@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Balance scheduling for vLLM DP + MoE: diagnostics and replay.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    from vllm_ascend_balance.tools import doctor, patch_vllm
+    from vllm_ascend_balance.tools.doctor import cli as doctor
+    from vllm_ascend_balance.tools.patch import cli as patch_vllm
 
     patch_vllm.add_arguments(
         sub.add_parser(
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
             allow_abbrev=False,
         )
     )
-    from vllm_ascend_balance.tools import demo_cli
+    from vllm_ascend_balance.tools.demo import cli as demo_cli
 
     demo_cli.add_arguments(
         sub.add_parser(
@@ -90,18 +91,18 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
 def _main(argv: list[str] | None) -> int:
     from vllm_ascend_balance.replay.pipeline import cli as replay_cli
     from vllm_ascend_balance.replay.validation import cli as validate
-    from vllm_ascend_balance.tools import doctor
+    from vllm_ascend_balance.tools.doctor import cli as doctor
 
     args = parse_command_line(argv)
     if args.command == "demo":
         # Starts vLLM in a subprocess; this process never imports it.
-        from vllm_ascend_balance.tools import demo_cli
+        from vllm_ascend_balance.tools.demo import cli as demo_cli
 
         return demo_cli.run(args)
     if args.command == "patch-vllm":
         # Reads and patches files only: vLLM is imported in a new process,
         # after the patch, never in this one (it may not import yet).
-        from vllm_ascend_balance.tools import patch_vllm
+        from vllm_ascend_balance.tools.patch import cli as patch_vllm
 
         return patch_vllm.run(args)
     # Configures vLLM's logging (our loggers live under ``vllm.``) before any

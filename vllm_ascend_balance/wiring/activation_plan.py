@@ -27,10 +27,8 @@ from vllm_ascend_balance.wiring.config import (
     SETTING,
     STALL_SETTING,
     BalanceConfigError,
-    BalanceSetting,
 )
-from vllm_ascend_balance.wiring.config_read import read_balance_setting
-from vllm_ascend_balance.wiring.config_switch import check_pd_mixed
+from vllm_ascend_balance.wiring.config_read import BalanceSetting, read_balance_setting
 from vllm_ascend_balance.wiring.reach import can_throttle, has_seam, unreachable_gate
 
 SERIES_HINT = (
@@ -38,6 +36,7 @@ SERIES_HINT = (
     "the series by vLLM's version), or install a vLLM branch carrying the "
     "upstream_patch/ series"
 )
+PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 
 
 @dataclass
@@ -211,3 +210,21 @@ def gate_lines(setting: BalanceSetting) -> list[str]:
         + (f" ({COLLECTIVE_SETTING})" if setting.gate.collective else "")
     )
     return lines
+
+
+def check_pd_mixed(vllm_config: Any) -> None:
+    """Balance scheduling supports PD-mixed deployments only (mirrors the
+    check in vllm-ascend's ``platform.py``).
+
+    Raises:
+        BalanceConfigError: ``kv_transfer_config.kv_role`` is a
+            PD-disaggregated role (``kv_producer`` / ``kv_consumer``).
+    """
+    kv_transfer = getattr(vllm_config, "kv_transfer_config", None)
+    role = getattr(kv_transfer, "kv_role", None)
+    if role in PD_DISAGGREGATED_ROLES:
+        raise BalanceConfigError(
+            f"{SETTING} supports PD-mixed deployments only, but "
+            f"kv_transfer_config.kv_role is {role!r}: disable balance scheduling "
+            f"on PD-disaggregated instances or use kv_role 'kv_both'"
+        )

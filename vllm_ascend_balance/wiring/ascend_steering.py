@@ -31,8 +31,8 @@ the gate's run-time tripwire and the coexistence tests are there for that.
 
 vllm-ascend applies a few checks only when its own balance is on; they are
 this package's now (:func:`check_exclusive`, and
-:func:`~vllm_ascend_balance.wiring.config_switch.check_pd_mixed`). Where balance is not
-requested nothing here runs.
+:func:`~vllm_ascend_balance.wiring.activation_plan.check_pd_mixed`). Where
+balance is not requested nothing here runs.
 """
 
 from __future__ import annotations
@@ -51,9 +51,8 @@ from vllm_ascend_balance.wiring.config import (
     OPTIONS,
     SETTING,
     SWITCH,
-    BalanceSetting,
 )
-from vllm_ascend_balance.wiring.config_read import read_balance_setting
+from vllm_ascend_balance.wiring.config_read import BalanceSetting, read_balance_setting
 
 logger = init_logger(__name__)
 

@@ -1,88 +1,31 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Read and validate the balance scheduling setting.
-
-Three forms enable it, read with vllm-ascend's precedence (its
-``AscendConfig``: the nested key, then the legacy top-level key, then the
-environment variable), so a deployment that enables vllm-ascend's balance
-scheduling enables this package's gate unchanged:
-
-1. ``additional_config.scheduler_config.enable_balance_scheduling`` (a JSON
-   boolean), e.g.::
-
-       vllm serve MODEL --data-parallel-size 8 --additional-config \\
-         '{"scheduler_config": {"enable_balance_scheduling": true}}'
-
-2. the legacy top-level ``additional_config.enable_balance_scheduling``
-   (deprecated, warns);
-3. the environment variable ``VLLM_ASCEND_BALANCE_SCHEDULING`` (``1``/``0``,
-   ``true``/``false``; deprecated, warns).
-
-A lower-precedence form that disagrees is ignored with a warning, as
-vllm-ascend ignores it. Where this package is stricter than vllm-ascend (a
-JSON value that is not a boolean, e.g. ``"true"`` or ``1``, which vllm-ascend
-would read as true), the value is refused with a one-line fix.
-
-The options (:data:`OPTIONS`) are read where they are written: next to the
-nested switch (``additional_config.scheduler_config``) or next to the legacy
-one (the top level of ``additional_config``), whichever form enables
-balance; an option written in both places is refused, so nothing is
-silently ignored.
-
-- ``balance_max_frozen_steps``: the opt-in bound against starvation (a
-  positive JSON integer N; absent or null = the unbounded contract): after N
-  consecutive frozen gathers the gate opens for one step (a "fail-open" step).
-- ``balance_max_held_steps``: the hold bound (a positive JSON integer N;
-  instead of ``balance_max_frozen_steps``, never with it): no request is held
-  more than N steps in all before its prefill completes; the gate opens for
-  every rank while some rank's oldest hold is at N (docs/gate-contract.md,
-  :mod:`~vllm_ascend_balance.gate.holds`). Absent: the policy's default
-  (``throttled``: 64; the contract: none).
-- ``balance_policy``: a name of the gate's policies
-  (:data:`~vllm_ascend_balance.gate.policies.POLICIES`; absent or null: the
-  contract, ``"leader_at_cap"``), and the knobs that policy declares (each a
-  ``balance_*`` key with its type and range); a knob of another policy is
-  refused, and so is a retired policy's name, naming its replacement.
-- ``balance_stall_warning_s``: seconds (a positive JSON number; ``0`` turns
-  it off; absent or null = :data:`DEFAULT_STALL_WARNING_S`): a rank whose
-  gather has waited that long for its peers logs a warning, repeated at that
-  interval, while it waits (:mod:`~vllm_ascend_balance.observability.stall`).
-- ``balance_collective``: ``"all_gather"`` or ``"all_reduce_max"`` (absent
-  or null: the policy's own; the contract's is the all-gather of
-  ``len(running)``); see :mod:`~vllm_ascend_balance.gate.collectives`.
-
-Where balance is requested, an unknown ``balance_*`` key, a value of the
-wrong type or a key one typo away from a setting is refused in one line
-naming the key, the known keys and an example of the key's own. Where it
-is not requested, the options do nothing: they are not refused, a warning
-says so (only the switch itself, and a near-miss of its name, are checked).
-Either way, a top-level object other than ``scheduler_config`` holding the
-switch or a ``balance_*`` key (``"scheduler_confg"``) is refused in one
-line: balance would silently stay off. Other top-level objects, other
-plugins', are not looked at.
-
-Once the front-end has read the setting, it travels to the engine processes
-under this package's own key (:data:`CARRIED_KEY`,
-:mod:`~vllm_ascend_balance.wiring.ascend_steering`);
-:func:`~vllm_ascend_balance.wiring.config_read.read_balance_setting` reads
-that key first. The readers only read the ``VllmConfig`` they are given and
-the environment mapping (``os.environ`` unless one is passed).
-
-This module names the setting: its keys, options, defaults, examples, the
-:class:`BalanceSetting` it is read into and the error. Reading it:
-:mod:`~vllm_ascend_balance.wiring.config_read` (the entry points),
-:mod:`~vllm_ascend_balance.wiring.config_switch` (the three forms) and
-:mod:`~vllm_ascend_balance.wiring.config_values` (each option's value).
+"""The balance scheduling setting: its keys (the switch's three forms,
+:data:`SETTING`, :data:`LEGACY_SETTING`, :data:`ENV_SETTING`; the options,
+:data:`OPTIONS`), the value each takes, examples and
+:class:`BalanceConfigError`. Each check returns the value or raises a
+one-line :class:`BalanceConfigError` naming the key, the fix and an
+example: one per option (:data:`READERS`, ``(value, where) -> value``,
+``where`` the key's section), :func:`knob` for a policy's knob,
+:func:`gate_settings` across options. Nothing here reads a ``VllmConfig``
+(:mod:`~vllm_ascend_balance.wiring.config_read` does).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import difflib
 import json
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from vllm_ascend_balance.gate import policies
-from vllm_ascend_balance.gate.settings import GateSettings
+from vllm_ascend_balance.gate.policies import (
+    POLICIES,
+    RETIRED,
+    RETIRED_KEYS,
+    Knob,
+    knob_owners,
+)
+from vllm_ascend_balance.gate.settings import COLLECTIVES, DEFAULT_POLICY, GateSettings
 
 SWITCH = "enable_balance_scheduling"
 NESTED = "additional_config.scheduler_config"
@@ -90,31 +33,19 @@ TOP = "additional_config"
 SETTING = f"{NESTED}.{SWITCH}"
 LEGACY_SETTING = f"{TOP}.{SWITCH}"
 ENV_SETTING = "VLLM_ASCEND_BALANCE_SCHEDULING"
-#: Which vllm-ascend versions read :data:`ENV_SETTING` (deprecated there):
-#: every release up to 0.23.0.post1 and its main branch (read 2026-12-02).
-#: vllm-ascend #14706, open, removes it; this package keeps reading it as
-#: long as a vllm-ascend it supports does, and follows #14706 once it lands.
+#: Which vllm-ascend versions read :data:`ENV_SETTING` (docs/install.md).
 ENV_READ_BY = "vllm-ascend <= 0.23.0.post1 and main (until vllm-ascend #14706 lands)"
 #: This package's own ``additional_config`` key: the setting as the
 #: front-end read it, carried to the engine processes.
 CARRIED_KEY = "vllm_ascend_balance"
-#: Default stall warning threshold, seconds. On by default, and generous: in
-#: a MoE deployment the ranks step in lock step, so a healthy gather waits
-#: at most for the slowest peer's step (milliseconds to a few seconds, even
-#: for a long prefill or a first-step graph compile); a minute without a
-#: peer is a stall an operator wants to hear about, and otherwise sees
-#: nowhere (/health stays 200 while every rank waits).
+#: Default stall warning threshold, seconds (docs/operating.md, "Faults").
 DEFAULT_STALL_WARNING_S = 60.0
-PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
-#: The gate's own options, with an example value each (for refusals'
-#: examples); the policies' knobs come from the registry (:func:`options`).
+#: The gate's own options, with an example value each (:func:`options`).
 GATE_OPTIONS: dict[str, Any] = {
     "balance_max_frozen_steps": 64,
     "balance_max_held_steps": 64,
     # The first opt-in policy of the registry.
-    "balance_policy": next(
-        name for name in policies.POLICIES if name != GateSettings().policy
-    ),
+    "balance_policy": next(n for n in POLICIES if n != DEFAULT_POLICY),
     "balance_stall_warning_s": 60,
     "balance_collective": "all_reduce_max",
 }
@@ -127,20 +58,14 @@ COLLECTIVE_SETTING = f"{NESTED}.balance_collective"
 
 def options() -> dict[str, Any]:
     """Every option key read next to a switch, with an example value: the
-    gate's, every registered policy's knobs (their defaults), and the keys
-    of retired policies (read only to be refused)."""
+    gate's, every policy's knobs, retired policies' keys (to be refused)."""
     found = dict(GATE_OPTIONS)
-    for policy in policies.POLICIES.values():
-        for knob in policy.knobs:
-            found.setdefault(knob.key, knob.default)
-    for key in policies.RETIRED_KEYS:
+    for spec in POLICIES.values():
+        for declared in spec.knobs:
+            found.setdefault(declared.key, declared.default)
+    for key in RETIRED_KEYS:
         found.setdefault(key, None)
     return found
-
-
-def keys() -> tuple[str, ...]:
-    """Every key this package reads next to a switch."""
-    return (SWITCH, *options())
 
 
 #: The options of the built-in policies (:func:`options` at import).
@@ -148,12 +73,11 @@ OPTIONS = options()
 
 
 def example(key: str = SWITCH, where: str = NESTED, value: Any = None) -> str:
-    """A ``--additional-config`` argument that sets ``key`` (to ``value``, or
-    its example value; with the switch on) in the section ``where``
-    (:data:`NESTED` or :data:`TOP`); a policy's knob comes with that
-    policy."""
+    """A ``--additional-config`` argument that sets ``key`` (to ``value`` or
+    its example value; with the switch on, a knob with its policy) in the
+    section ``where`` (:data:`NESTED` or :data:`TOP`)."""
     section: dict[str, Any] = {SWITCH: True}
-    owners = policies.knob_owners(key)
+    owners = knob_owners(key)
     if owners:
         section["balance_policy"] = owners[0]
     if key != SWITCH:
@@ -174,49 +98,202 @@ class BalanceConfigError(ValueError):
     setting and the fix, in one line."""
 
 
-@dataclass(frozen=True)
-class BalanceSetting:
-    """What the configuration asks for.
-
-    Attributes:
-        enabled: whether balance scheduling is requested.
-        source: where the value came from (:data:`SETTING`,
-            :data:`LEGACY_SETTING`, :data:`ENV_SETTING` or ``"default"``).
-        gate: the gate's settings (policy, knobs, bounds, collective), as
-            every rank's gate and the simulated engine receive them.
-        stall_warning_s: ``balance_stall_warning_s``, seconds a gather may
-            wait for its peers before the rank warns (and again every as
-            many seconds); None = off.
-    """
-
-    enabled: bool
-    source: str
-    gate: GateSettings = GateSettings()
-    stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
-
-    @property
-    def policy(self) -> str:
-        return self.gate.policy
-
-    @property
-    def max_frozen_steps(self) -> int | None:
-        return self.gate.max_frozen_steps
-
-    @property
-    def max_held_steps(self) -> int | None:
-        return self.gate.max_held_steps
-
-    @property
-    def collective(self) -> str | None:
-        return self.gate.collective
-
-    def carried(self) -> dict[str, Any]:
-        """This setting as the JSON object carried under :data:`CARRIED_KEY`."""
-        body = dataclasses.asdict(self)
-        body["gate"]["knobs"] = dict(self.gate.knobs)
-        return body
-
-
 def shown(value: Any) -> str:
     """``value`` as the user wrote it in JSON, for refusals."""
     return json.dumps(value, default=str)
+
+
+def unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
+    """One-line refusals for keys of ``section`` that look like balance
+    settings but are not: unknown ``balance_*`` keys, and keys one typo away
+    from a known one (which would leave it at its default)."""
+    found = []
+    known = (SWITCH, *options())
+    for key in section:
+        if not isinstance(key, str) or key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        if not close and not key.startswith("balance_"):
+            continue
+        hint = (
+            f"did you mean {close[0]}? (e.g. {example(close[0], where)})"
+            if close
+            else f"the known ones are {', '.join(known)} (e.g. "
+            f"{example('balance_max_frozen_steps', where)})"
+        )
+        found.append(f"{where}.{key} is not a balance scheduling setting: {hint}")
+    return found
+
+
+def require_bool(value: Any, setting: str) -> bool:
+    """``value`` if it is a JSON boolean, else a refusal naming ``setting``."""
+    if isinstance(value, bool):
+        return value
+    raise BalanceConfigError(
+        f"{setting} must be a JSON boolean (true or false), got {shown(value)}: "
+        f"use e.g. {ENABLE_EXAMPLE}"
+    )
+
+
+def _positive_int(
+    value: Any, where: str, key: str, meaning: str, tail: str
+) -> int | None:
+    if value is None:
+        return None
+    # bool is an int subclass: true must not read as 1.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BalanceConfigError(
+            f"{where}.{key} must be a positive JSON integer ({meaning}), got "
+            f"{shown(value)}: use e.g. {example(key, where)}, or remove the key{tail}"
+        )
+    return value
+
+
+def max_frozen_steps(value: Any, where: str) -> int | None:
+    return _positive_int(
+        value,
+        where,
+        "balance_max_frozen_steps",
+        "consecutive frozen steps before the gate opens for one step",
+        " for the unbounded gate",
+    )
+
+
+def max_held_steps(value: Any, where: str) -> int | None:
+    return _positive_int(
+        value,
+        where,
+        "balance_max_held_steps",
+        "the most steps the gate holds any request before its prefill completes",
+        "",
+    )
+
+
+def stall_warning_s(value: Any, where: str) -> float | None:
+    if value is None:
+        return DEFAULT_STALL_WARNING_S
+    # bool is an int subclass: true must not read as 1 s.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise BalanceConfigError(
+            f"{where}.balance_stall_warning_s must be a positive JSON number of "
+            f"seconds (a gather waiting that long for its DP peers logs a "
+            f"warning), or 0 to turn the warning off, got {shown(value)}: use "
+            f"e.g. {example('balance_stall_warning_s', where)}"
+        )
+    return float(value) if value > 0 else None
+
+
+def collective(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in COLLECTIVES:
+        raise BalanceConfigError(
+            f"{where}.balance_collective must be one of "
+            f"{', '.join(shown(c) for c in COLLECTIVES)}, got {shown(value)}: "
+            f"use e.g. {example('balance_collective', where)}, or remove the key "
+            f"for the policy's own"
+        )
+    return str(value)
+
+
+def policy(value: Any, where: str) -> str:
+    if value is None:
+        return DEFAULT_POLICY
+    if isinstance(value, str) and value in RETIRED:
+        instead = RETIRED[value]
+        raise BalanceConfigError(
+            f"{where}.balance_policy {shown(value)} was retired: use "
+            f"{shown(instead)} (e.g. {example('balance_policy', where, instead)}), "
+            f"or remove the key for the contract ({DEFAULT_POLICY})"
+        )
+    if value not in POLICIES:
+        close = (
+            difflib.get_close_matches(value, list(POLICIES), n=1)
+            if isinstance(value, str)
+            else []
+        )
+        hint = f"did you mean {shown(close[0])}? " if close else ""
+        raise BalanceConfigError(
+            f"{where}.balance_policy must be one of "
+            f"{', '.join(shown(p) for p in POLICIES)}, got {shown(value)}: "
+            f"{hint}use e.g. {example('balance_policy', where)}, or remove the "
+            f"key for the contract ({DEFAULT_POLICY})"
+        )
+    return str(value)
+
+
+def knob(spec: Knob, value: Any, where: str) -> int | float:
+    """A policy's knob, checked against its declaration (type, range)."""
+    # bool is an int subclass: true must not read as 1.
+    kinds = (int,) if spec.kind is int else (int, float)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or (isinstance(value, float) and not math.isfinite(value))
+        or not spec.low <= value <= spec.high
+    ):
+        kind = "integer" if spec.kind is int else "number"
+        raise BalanceConfigError(
+            f"{where}.{spec.key} must be a JSON {kind} from {spec.low:g} to "
+            f"{spec.high:g} ({spec.doc}), got {shown(value)}: use e.g. "
+            f"{example(spec.key, where)}, or remove the key for its default "
+            f"{spec.default:g}"
+        )
+    return spec.kind(value)
+
+
+def gate_settings(values: Mapping[str, Any], where: str) -> GateSettings:
+    """The gate's settings from the options read (``values``: key -> value,
+    the gate's options already checked), with the checks across options:
+    one bound at most, no retired key, no knob the policy does not read;
+    the policy's knobs checked by their declarations.
+
+    Raises:
+        BalanceConfigError: one line naming the key and the fix.
+    """
+    frozen = values.get("balance_max_frozen_steps")
+    held = values.get("balance_max_held_steps")
+    if frozen is not None and held is not None:
+        raise BalanceConfigError(
+            f"{where} sets both balance_max_frozen_steps and "
+            f"balance_max_held_steps: they are two bounds of the same fail-open, "
+            f"keep one (e.g. {example('balance_max_held_steps')})"
+        )
+    name = values.get("balance_policy") or DEFAULT_POLICY
+    spec = POLICIES[name]
+    knobs = []
+    for key, value in values.items():
+        if key in RETIRED_KEYS:
+            raise BalanceConfigError(
+                f"{where}.{key} went with the retired balance_policy "
+                f"{shown(RETIRED_KEYS[key])}: remove the key (its replacement, "
+                f"{shown(RETIRED[RETIRED_KEYS[key]])}, has no such setting)"
+            )
+        owners = knob_owners(key)
+        if not owners or value is None:
+            continue
+        own = next((k for k in spec.knobs if k.key == key), None)
+        if own is None:
+            names = " and ".join(shown(o) for o in owners)
+            raise BalanceConfigError(
+                f"{where}.{key} is read by balance_policy {names} only, but "
+                f"the policy is {shown(name)}: use e.g. {example(key)}, or "
+                f"remove the key"
+            )
+        knobs.append((key, knob(own, value, where)))
+    collective = values.get("balance_collective")
+    return GateSettings(name, tuple(knobs), frozen, held, collective)
+
+
+READERS: dict[str, Callable[[Any, str], Any]] = {
+    "balance_policy": policy,
+    "balance_max_frozen_steps": max_frozen_steps,
+    "balance_max_held_steps": max_held_steps,
+    "balance_stall_warning_s": stall_warning_s,
+    "balance_collective": collective,
+}

@@ -1,122 +1,93 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Read a ``VllmConfig`` into a
-:class:`~vllm_ascend_balance.wiring.config.BalanceSetting`: the setting
-carried to the engines where there is one, else what the user wrote (the
-switch by :mod:`~vllm_ascend_balance.wiring.config_switch`, each option by
-:mod:`~vllm_ascend_balance.wiring.config_values`), with the refusals and
-warnings the module docstring of :mod:`~vllm_ascend_balance.wiring.config`
-lists.
+"""Read a ``VllmConfig`` into a :class:`BalanceSetting`: the setting carried
+to the engines where the front-end left one
+(:data:`~vllm_ascend_balance.wiring.config.CARRIED_KEY`), else what the user
+wrote, the switch by vllm-ascend's precedence (the nested key, the legacy
+top-level key, the environment variable; a lower form that disagrees is
+ignored with a warning) and the options next to the switch that enables
+balance. The refusals and warnings: docs/operating.md, "Refused at
+startup"; each value is checked by :mod:`~vllm_ascend_balance.wiring.config`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
+import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from vllm_ascend_balance.gate.settings import GateSettings
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.wiring import config_switch as switch
-from vllm_ascend_balance.wiring import config_values
 from vllm_ascend_balance.wiring.config import (
     CARRIED_KEY,
     DEFAULT_STALL_WARNING_S,
     ENABLE_EXAMPLE,
+    ENV_SETTING,
     LEGACY_SETTING,
     NESTED,
+    READERS,
+    SETTING,
     SWITCH,
     TOP,
     BalanceConfigError,
-    BalanceSetting,
     example,
-    keys,
+    gate_settings,
     options,
+    require_bool,
     shown,
+    unknown_keys,
 )
-from vllm_ascend_balance.wiring.config_values import require_bool
 
 logger = init_logger(__name__)
 
+_ENV_VALUES = {"1": True, "true": True, "0": False, "false": False}
 
-def read_stall_warning_s(vllm_config: Any) -> float | None:
-    """``balance_stall_warning_s`` of ``vllm_config`` in seconds, None = off
-    (for the engine process; the same value :func:`read_balance_setting`
-    returns, without repeating its warnings).
 
-    Raises:
-        BalanceConfigError: the value is not a non-negative number.
+@dataclass(frozen=True)
+class BalanceSetting:
+    """What the configuration asks for.
+
+    Attributes:
+        enabled: whether balance scheduling is requested.
+        source: where the value came from (the switch's form, e.g.
+            :data:`~vllm_ascend_balance.wiring.config.SETTING`, or
+            ``"default"``).
+        gate: the gate's settings (policy, knobs, bounds, collective), as
+            every rank's gate and the simulated engine receive them.
+        stall_warning_s: ``balance_stall_warning_s``, seconds a gather may
+            wait for its peers before the rank warns (and again every as
+            many seconds); None = off.
     """
-    return read_balance_setting(vllm_config, quiet=True).stall_warning_s
 
+    enabled: bool
+    source: str
+    gate: GateSettings = GateSettings()
+    stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
 
-def _unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
-    """One-line refusals for keys of ``section`` that look like balance
-    settings but are not: ``balance_*`` keys this package does not know, and
-    keys one typo away from a known one (which would leave it at its
-    default, for the bound an unbounded gate)."""
-    found = []
-    known = keys()
-    for key in section:
-        if not isinstance(key, str) or key in known:
-            continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
-        if not close and not key.startswith("balance_"):
-            continue
-        hint = (
-            f"did you mean {close[0]}? (e.g. {example(close[0], where)})"
-            if close
-            else f"the known ones are {', '.join(known)} (e.g. "
-            f"{example('balance_max_frozen_steps', where)})"
-        )
-        found.append(f"{where}.{key} is not a balance scheduling setting: {hint}")
-    return found
+    @property
+    def policy(self) -> str:
+        return self.gate.policy
 
+    @property
+    def max_frozen_steps(self) -> int | None:
+        return self.gate.max_frozen_steps
 
-def _misplaced_section(additional: Mapping[str, Any]) -> str | None:
-    """A one-line refusal for a top-level object other than
-    ``scheduler_config`` that holds balance keys (``"scheduler_confg"``), or
-    None. Other plugins own other top-level keys, so only a section holding
-    our keys is refused: left alone, balance would silently stay off."""
-    for key, value in additional.items():
-        if key in ("scheduler_config", CARRIED_KEY) or not isinstance(value, Mapping):
-            continue
-        ours = [
-            k
-            for k in value
-            if isinstance(k, str) and (k == SWITCH or k.startswith("balance_"))
-        ]
-        if ours:
-            return (
-                f"{TOP}.{key} holds balance scheduling settings ({', '.join(ours)}) "
-                f'but they are read only under "scheduler_config": move them '
-                f"there (e.g. {ENABLE_EXAMPLE})"
-            )
-    return None
+    @property
+    def max_held_steps(self) -> int | None:
+        return self.gate.max_held_steps
 
+    @property
+    def collective(self) -> str | None:
+        return self.gate.collective
 
-def _options(
-    additional: Mapping[str, Any], sched: Mapping[str, Any]
-) -> dict[str, tuple[str, Any]]:
-    """The options written, each with the section it is written in.
-
-    Raises:
-        BalanceConfigError: an option is written in both sections.
-    """
-    found: dict[str, tuple[str, Any]] = {}
-    for key in options():
-        places = [
-            (w, s[key]) for w, s in ((NESTED, sched), (TOP, additional)) if key in s
-        ]
-        if len(places) > 1:
-            raise BalanceConfigError(
-                f"{key} is set both in {NESTED} and at the top level of {TOP}: "
-                f"keep one, next to the switch you use (e.g. {example(key)})"
-            )
-        if places:
-            found[key] = places[0]
-    return found
+    def carried(self) -> dict[str, Any]:
+        """This setting as the JSON object carried under
+        :data:`~vllm_ascend_balance.wiring.config.CARRIED_KEY`."""
+        body = dataclasses.asdict(self)
+        body["gate"]["knobs"] = dict(self.gate.knobs)
+        return body
 
 
 def read_balance_setting(
@@ -129,13 +100,10 @@ def read_balance_setting(
     of the same config).
 
     Raises:
-        BalanceConfigError: the switch is not a JSON boolean, the environment
-            variable is not ``0``/``1``/``true``/``false``,
-            ``scheduler_config`` in ``additional_config`` is not a mapping,
-            another top-level object holds balance keys, a key is one typo
-            away from the switch; where balance is requested
-            also: an option has a value of the wrong type or is written twice,
-            or a ``balance_*`` key is unknown (see the module docstring).
+        BalanceConfigError: the switch or the environment variable is not a
+            boolean, a section is misplaced or not an object, a key is one
+            typo away from the switch; where balance is requested also: an
+            option's value is wrong or written twice, or a key is unknown.
     """
     additional = getattr(vllm_config, "additional_config", None) or {}
     if not isinstance(additional, Mapping):
@@ -156,15 +124,15 @@ def read_user_setting(
 ) -> BalanceSetting:
     """:func:`read_balance_setting` of an ``additional_config`` as the user
     wrote it (no carried setting)."""
-    sched = switch.scheduler_section(additional)
+    sched = _scheduler_section(additional)
     misplaced = _misplaced_section(additional)
     if misplaced:
         raise BalanceConfigError(misplaced)
-    unknown = _unknown_keys(sched, NESTED) + _unknown_keys(additional, TOP)
+    unknown = unknown_keys(sched, NESTED) + unknown_keys(additional, TOP)
     switch_typos = [u for u in unknown if f"did you mean {SWITCH}?" in u]
     if switch_typos:
         raise BalanceConfigError(switch_typos[0])
-    enabled, source = switch.read_enabled(additional, sched, environ, quiet)
+    enabled, source = _read_enabled(additional, sched, environ, quiet)
     if not enabled:
         written = [k for k in options() if k in sched or k in additional]
         if (written or unknown) and not quiet:
@@ -178,13 +146,11 @@ def read_user_setting(
         raise BalanceConfigError(unknown[0])
     where = TOP if source == LEGACY_SETTING else NESTED
     values = {
-        key: config_values.READERS[key](value, at)
-        if key in config_values.READERS
-        else value
+        key: READERS[key](value, at) if key in READERS else value
         for key, (at, value) in _options(additional, sched).items()
     }
     stall = values.pop("balance_stall_warning_s", DEFAULT_STALL_WARNING_S)
-    gate = config_values.gate_settings(values, where)
+    gate = gate_settings(values, where)
     return BalanceSetting(True, source, gate, stall)
 
 
@@ -210,19 +176,122 @@ def _read_carried(carried: Any) -> BalanceSetting:
     enabled = require_bool(carried.get("enabled", False), f"{where}.enabled")
     stall = carried.get("stall_warning_s", DEFAULT_STALL_WARNING_S)
     values: dict[str, Any] = {
-        "balance_policy": config_values.policy(gate.get("policy"), where),
-        "balance_max_frozen_steps": config_values.max_frozen_steps(
-            gate.get("max_frozen_steps"), where
-        ),
-        "balance_max_held_steps": config_values.max_held_steps(
-            gate.get("max_held_steps"), where
-        ),
-        "balance_collective": config_values.collective(gate.get("collective"), where),
-        **gate.get("knobs", {}),
+        f"balance_{name}": READERS[f"balance_{name}"](gate.get(name), where)
+        for name in ("policy", "max_frozen_steps", "max_held_steps", "collective")
     }
+    values.update(gate.get("knobs", {}))
     return BalanceSetting(
         enabled,
         str(carried.get("source", where)),
-        config_values.gate_settings(values, where),
-        None if stall is None else config_values.stall_warning_s(stall, where),
+        gate_settings(values, where),
+        None if stall is None else READERS["balance_stall_warning_s"](stall, where),
     )
+
+
+def read_stall_warning_s(vllm_config: Any) -> float | None:
+    """``balance_stall_warning_s`` of ``vllm_config`` in seconds, None = off:
+    :func:`read_balance_setting`'s, without repeating its warnings."""
+    return read_balance_setting(vllm_config, quiet=True).stall_warning_s
+
+
+def _misplaced_section(additional: Mapping[str, Any]) -> str | None:
+    """A one-line refusal for a top-level object other than
+    ``scheduler_config`` holding balance keys (``"scheduler_confg"``), or
+    None; other plugins' top-level objects are not looked at."""
+    for key, value in additional.items():
+        if key in ("scheduler_config", CARRIED_KEY) or not isinstance(value, Mapping):
+            continue
+        ours = [
+            k
+            for k in value
+            if isinstance(k, str) and (k == SWITCH or k.startswith("balance_"))
+        ]
+        if ours:
+            return (
+                f"{TOP}.{key} holds balance scheduling settings ({', '.join(ours)}) "
+                f'but they are read only under "scheduler_config": move them '
+                f"there (e.g. {ENABLE_EXAMPLE})"
+            )
+    return None
+
+
+def _options(
+    additional: Mapping[str, Any], sched: Mapping[str, Any]
+) -> dict[str, tuple[str, Any]]:
+    """The options written, each with its section; one written in both
+    sections is refused."""
+    found: dict[str, tuple[str, Any]] = {}
+    for key in options():
+        places = [
+            (w, s[key]) for w, s in ((NESTED, sched), (TOP, additional)) if key in s
+        ]
+        if len(places) > 1:
+            raise BalanceConfigError(
+                f"{key} is set both in {NESTED} and at the top level of {TOP}: "
+                f"keep one, next to the switch you use (e.g. {example(key)})"
+            )
+        if places:
+            found[key] = places[0]
+    return found
+
+
+def _scheduler_section(additional: Mapping[str, Any]) -> Mapping[str, Any]:
+    sched = additional.get("scheduler_config", {})
+    if sched is None:
+        return {}
+    if not isinstance(sched, Mapping):
+        raise BalanceConfigError(
+            f"{NESTED} must be a JSON object, got {shown(sched)}: use e.g. "
+            f"{ENABLE_EXAMPLE}"
+        )
+    return sched
+
+
+def _read_env(environ: Mapping[str, str]) -> bool | None:
+    raw = environ.get(ENV_SETTING)
+    if raw is None:
+        return None
+    value = _ENV_VALUES.get(raw.strip().lower())
+    if value is None:
+        raise BalanceConfigError(
+            f"{ENV_SETTING}={raw!r} is not 1, 0, true or false: unset it and use "
+            f"{ENABLE_EXAMPLE}"
+        )
+    return value
+
+
+def _read_enabled(
+    additional: Mapping[str, Any],
+    sched: Mapping[str, Any],
+    environ: Mapping[str, str],
+    quiet: bool,
+) -> tuple[bool, str]:
+    """(enabled, source) by vllm-ascend's precedence: nested key, legacy key,
+    environment variable."""
+    forms: list[tuple[str, bool]] = []
+    if sched.get(SWITCH) is not None:
+        forms.append((SETTING, require_bool(sched[SWITCH], SETTING)))
+    if additional.get(SWITCH) is not None:
+        forms.append((LEGACY_SETTING, require_bool(additional[SWITCH], LEGACY_SETTING)))
+    from_env = _read_env(environ)
+    if from_env is not None:
+        forms.append((ENV_SETTING, from_env))
+    if not forms:
+        return False, "default"
+    source, enabled = forms[0]
+    if quiet:
+        return enabled, source
+    if source != SETTING:
+        logger.warning(
+            "%s is deprecated; use %s instead (%s)", source, SETTING, ENABLE_EXAMPLE
+        )
+    for ignored, value in forms[1:]:
+        if value != enabled:
+            logger.warning(
+                "balance scheduling: %s=%s is ignored, %s=%s takes precedence",
+                ignored,
+                json.dumps(value),
+                source,
+                json.dumps(enabled),
+            )
+    return enabled, source

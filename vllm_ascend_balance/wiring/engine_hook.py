@@ -49,6 +49,7 @@ from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.observability import stats_carrier
 from vllm_ascend_balance.observability.metrics import EngineBalanceMetrics
 from vllm_ascend_balance.observability.stall import StallWatchdog
+from vllm_ascend_balance.wiring.config_read import read_stall_warning_s
 
 logger = init_logger(__name__)
 
@@ -100,7 +101,10 @@ def prepare_engine(engine: Any) -> tuple[StallWatchdog, EngineBalanceMetrics]:
     zero from start-up, or at the first gather where that hook is absent."""
     watchdog = engine.__dict__.get("_balance_watchdog")
     if watchdog is None:
-        watchdog = engine._balance_watchdog = StallWatchdog.for_engine(engine)
+        # Raises BalanceConfigError only where the front-end was bypassed.
+        threshold = read_stall_warning_s(getattr(engine, "vllm_config", None))
+        watchdog = StallWatchdog.for_engine(engine, threshold)
+        engine._balance_watchdog = watchdog
     metrics = engine.__dict__.get("_balance_metrics")
     if metrics is None:
         metrics = engine._balance_metrics = EngineBalanceMetrics.for_engine(engine)

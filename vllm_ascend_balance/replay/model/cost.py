@@ -1,34 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The step-time model of the replay, and the settings the engines receive.
+"""The DP lock step's rule and the settings the engines receive.
 
-One forward pass of a DP rank of a large MoE model (DeepSeek-V3 class, EP
-across the DP ranks) costs, in modeled milliseconds::
-
-    cost = step_ms                                  # fixed per forward pass
-         + prefill_token_ms * prefill_tokens        # compute-bound prefill
-         + decode_req_ms * decode_requests          # per-sequence decode work
-         + decode_kv_ms_per_1k * decode_context / 1000   # KV cache reads
-
-and, because every forward pass ends in the MoE dispatch/combine collective
-across the DP ranks, a step of the whole deployment costs the slowest rank's
-``cost`` (dummy batches cost ``step_ms``: they still run the collective).
-
-Default coefficients and why:
-
-- ``step_ms = 25``: the fixed latency of one decode forward pass of a
-  61-layer MoE with expert parallelism (launch, all-to-all dispatch and
-  combine per layer), paid even by a one-token dummy batch.
-- ``decode_req_ms = 0.5`` and ``decode_kv_ms_per_1k = 0.15``: with 64
-  decoding sequences of ~2k context a step costs 25 + 32 + 19 = 76 ms,
-  inside the 70-87 ms TPOT vllm-ascend reports for DeepSeek-V3.1 at
-  3.5k in / 1.5k out with and without balance scheduling.
-- ``prefill_token_ms = 0.12``: ~8k prefill tokens/s per DP rank, so a
-  2k-token chunk costs ~270 ms: a rank mixing a prefill chunk into its
-  decode batch stalls every other rank's decode for that long, which is the
-  imbalance balance scheduling targets.
-
-These are modeling choices, not measurements of any one cluster; every one is
-a ``replay`` option.
+Every forward pass ends in the MoE dispatch/combine collective across the
+DP ranks, so a step of the whole deployment costs the slowest rank's
+:class:`~vllm_ascend_balance.replay.pipeline.cost.CostModel` cost
+(:func:`lockstep_ms`). :class:`ReplaySettings` carries the cost model and
+the run's paths from the replay front-end to the engine processes.
 """
 
 from __future__ import annotations
@@ -39,66 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.pipeline.fields import check_bounds, option
+from vllm_ascend_balance.replay.pipeline.cost import CostModel
 
 logger = init_logger(__name__)
 
 #: ``additional_config`` key (our own namespace) that carries
 #: :class:`ReplaySettings` from the replay front-end to the engine processes.
 REPLAY_CONFIG_KEY = "vllm_ascend_balance_replay"
-
-
-_GROUP = "cost model (modeled milliseconds per forward pass)"
-
-
-@dataclass(frozen=True)
-class CostModel:
-    """Modeled time of one forward pass of one DP rank (milliseconds).
-
-    Each field is also a ``replay`` option (``--step-ms`` ...). The one
-    implementation both replay engines use.
-
-    Raises:
-        ValueError: a coefficient that is negative or not finite.
-    """
-
-    step_ms: float = option(
-        25.0,
-        "fixed cost of any forward pass, dummy batches included",
-        metavar="MS",
-        ge=0.0,
-        group=_GROUP,
-    )
-    prefill_token_ms: float = option(
-        0.12, "per prefill token", metavar="MS", ge=0.0, group=_GROUP
-    )
-    decode_req_ms: float = option(
-        0.5, "per decoding request", metavar="MS", ge=0.0, group=_GROUP
-    )
-    decode_kv_ms_per_1k: float = option(
-        0.15,
-        "per 1000 context tokens read by decoding requests",
-        metavar="MS",
-        ge=0.0,
-        group=_GROUP,
-    )
-
-    def __post_init__(self) -> None:
-        check_bounds(self)
-
-    def rank_cost_ms(
-        self, prefill_tokens: int, decode_requests: int, decode_context_tokens: int
-    ) -> float:
-        """Cost of one rank's batch: ``prefill_tokens`` prompt tokens (any
-        number of requests), ``decode_requests`` sequences producing one token
-        each, whose KV caches hold ``decode_context_tokens`` tokens in all.
-        An empty batch (a dummy batch) costs :attr:`step_ms`."""
-        return (
-            self.step_ms
-            + self.prefill_token_ms * prefill_tokens
-            + self.decode_req_ms * decode_requests
-            + self.decode_kv_ms_per_1k * decode_context_tokens / 1000.0
-        )
 
 
 def lockstep_ms(rank_costs_ms: Sequence[float]) -> float:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""vLLM's proposed adaptive prefill alignment (vllm-project/vllm#51199, open).
+"""vLLM's proposed adaptive prefill alignment (vllm-project/vllm#51199).
 
 Rule, from the PR's ``vllm/v1/engine/prefill_alignment.py``
 (``PrefillAlignmentCoordinator``) and its ``schedule(throttle_prefills)``

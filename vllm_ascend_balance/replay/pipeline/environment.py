@@ -9,8 +9,8 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
+from vllm_ascend_balance.log_streams import vllm_logs_to_stderr
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.tools.log_streams import vllm_logs_to_stderr
 
 __all__ = ["vllm_logs_to_stderr", "work_dir"]
 

@@ -3,7 +3,7 @@
 argparse parser built from it.
 
 A field of :class:`ReplayOptions` (or of the nested
-:class:`~vllm_ascend_balance.replay.model.cost.CostModel`, whose fields are
+:class:`~vllm_ascend_balance.replay.pipeline.cost.CostModel`, whose fields are
 flattened into ``--step-ms`` ...) is an option ``--<field-name>``; its help,
 bounds and choices are the field's metadata (:func:`.fields.option`).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vllm_ascend_balance.gate.policies import POLICIES
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.model.cost import CostModel
+from vllm_ascend_balance.replay.pipeline.cost import CostModel
 from vllm_ascend_balance.replay.pipeline.fields import (
     HelpFormatter,
     add_fields,

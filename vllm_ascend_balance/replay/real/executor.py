@@ -20,8 +20,9 @@ What it does in place of a model runner (cf. vLLM's ``UniProcExecutor`` and
   all-gather over the executors' own gloo group of the DP ranks (as the MoE
   dispatch/combine does), so the ranks step in lock step; the step's modeled
   time is the slowest rank's cost
-  (:mod:`~vllm_ascend_balance.replay.model.cost`), and the executor sleeps so
-  that the step takes ``modeled * time_scale`` wall seconds;
+  (:func:`~vllm_ascend_balance.replay.model.cost.lockstep_ms`), and the
+  executor sleeps so that the step takes ``modeled * time_scale`` wall
+  seconds;
 - writes per-step and per-gather records (:mod:`.recorder`).
 """
 

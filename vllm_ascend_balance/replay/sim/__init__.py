@@ -44,7 +44,7 @@ What is real and what is modeled:
 - **The model: the replay's.**
   :class:`~vllm_ascend_balance.replay.model.outputs.OutputModel` produces the
   model outputs as the real executor does; a step costs the slowest rank's
-  :class:`~vllm_ascend_balance.replay.model.cost.CostModel` cost (the MoE
+  :class:`~vllm_ascend_balance.replay.pipeline.cost.CostModel` cost (the MoE
   collective keeps ranks in lock step), dummy batches ``step_ms``.
 - **Routing:** :mod:`.routing` (vLLM's DP load balancer with stale stats,
   round-robin, or the JSONL ``rank``).

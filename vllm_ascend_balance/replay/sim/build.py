@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_ascend_balance.replay.model.cost import CostModel
+from vllm_ascend_balance.replay.pipeline.cost import CostModel
 from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 
 KV_BLOCK_SIZE = 16

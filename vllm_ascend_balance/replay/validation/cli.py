@@ -20,15 +20,13 @@ median of the real runs (the checks and their tolerances: :mod:`.checks`):
 Why a median of several real runs: the real deployment is not deterministic.
 Its DP load balancer routes on engine stats that the DP coordinator publishes
 on the wall clock (every 100 ms), so which request lands on which rank, and
-when, changes from run to run; with balance on, a single run's frozen share
-moved by up to 4 points between identical runs on an idle machine (README).
-One real run is then a noisy estimate of what the real engine does; the real
-runs' range is printed next to the median so the noise is visible.
+when, changes from run to run (how much: docs/fleet.md). One real run is
+then a noisy estimate of what the real engine does; the real runs' range is
+printed next to the median so the noise is visible.
 
 The full matrix (:data:`CASES`: the built-in mix and the committed Azure
-slice, DP 2 and 4) takes about 25 minutes on 2 cores with 3 real runs per
-mode, almost all of it the real deployment. Exit status 0 when every check
-passes, 1 otherwise.
+slice, DP 2 and 4) spends almost all its time in the real deployment. Exit
+status 0 when every check passes, 1 otherwise.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ the plugin activates through its entry point. There is no tokenizer
 (``--skip-tokenizer-init``): prompts are token ids.
 
 This module is the stable API (other tests and tools build on it); the
-work is done in :mod:`~vllm_ascend_balance.tools.demo_command` (the command
-line) and :mod:`~vllm_ascend_balance.tools.demo_server` (start, readiness,
+work is done in :mod:`~vllm_ascend_balance.tools.demo.command` (the command
+line) and :mod:`~vllm_ascend_balance.tools.demo.process` (start, readiness,
 stop):
 
 - :func:`serve_args`: ``vllm serve``'s arguments of the demo, the same list
@@ -31,7 +31,7 @@ Importing this module imports neither vLLM nor torch.
 
 from __future__ import annotations
 
-from vllm_ascend_balance.tools.demo_command import (
+from vllm_ascend_balance.tools.demo.command import (
     BALANCE_ON,
     DEFAULT_PORT,
     EXECUTOR,
@@ -52,7 +52,7 @@ from vllm_ascend_balance.tools.demo_command import (
     split_additional_config,
     write_model,
 )
-from vllm_ascend_balance.tools.demo_server import (
+from vllm_ascend_balance.tools.demo.process import (
     STARTUP_LIMIT_S,
     STOP_GRACE_S,
     DemoError,

@@ -55,7 +55,7 @@ def series_root() -> Path:
     The package's own data (a wheel or sdist install) first, then the
     checkout the package is imported from (editable install, ``PYTHONPATH``).
     """
-    here = Path(__file__).resolve().parents[1]  # the package folder
+    here = Path(__file__).resolve().parents[2]  # the package folder
     for candidate in (here / "upstream_patch", here.parent / "upstream_patch"):
         if any(candidate.glob("v*/series")):
             return candidate

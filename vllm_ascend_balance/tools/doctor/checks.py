@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """What ``vllm-ascend-balance doctor`` checks, as values (its report lines
-are rendered by :mod:`~vllm_ascend_balance.tools.doctor`): the installed vLLM,
+are rendered by :mod:`~vllm_ascend_balance.tools.doctor.cli`): the installed vLLM,
 the plugin entry point, the install kind and torch, the parts of a
 ``VllmConfig`` that activation reads, and the scheduler class each engine
 core will build.
@@ -13,7 +13,7 @@ import importlib.metadata
 from types import SimpleNamespace
 from typing import Any
 
-from vllm_ascend_balance.tools.doctor_args import parse_serve_args
+from vllm_ascend_balance.tools.doctor.args import parse_serve_args
 from vllm_ascend_balance.wiring.json_flag import json_object
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
@@ -47,10 +47,10 @@ def plugin_registered() -> bool:
 
 def install_lines() -> list[tuple[str, str]]:
     """``(label, value)`` of the install kind and torch lines
-    (:mod:`~vllm_ascend_balance.tools.vllm_install`), and a ``warning`` with the
+    (:mod:`~vllm_ascend_balance.tools.doctor.vllm_install`), and a ``warning`` with the
     pip command when torch does not match what vLLM requires (a warning
     only: a mismatched torch may still import); empty without vLLM."""
-    from vllm_ascend_balance.tools.vllm_install import (
+    from vllm_ascend_balance.tools.doctor.vllm_install import (
         inspect_install,
         required_torch,
         torch_mismatch,
@@ -82,7 +82,7 @@ def config_view(args: argparse.Namespace) -> Any:
     serve``'s arguments as vLLM's parser left them (its defaults included;
     not ``EngineArgs.from_cli_args``, which resolves the model and may
     download it). ``async_scheduling`` as vLLM settles it for a generative
-    model (:func:`~vllm_ascend_balance.tools.async_decision.async_scheduling`:
+    model (:func:`~vllm_ascend_balance.tools.doctor.async_decision.async_scheduling`:
     the executor's support, the CPU platform); ``args.async_why`` says
     why.
 
@@ -92,7 +92,7 @@ def config_view(args: argparse.Namespace) -> Any:
     """
     from vllm.config import SchedulerConfig
 
-    from vllm_ascend_balance.tools.async_decision import async_scheduling
+    from vllm_ascend_balance.tools.doctor.async_decision import async_scheduling
 
     serve = getattr(args, "serve", None)
     if serve is None:
@@ -127,7 +127,7 @@ def engine_scheduler_class(plan: Any, serve: argparse.Namespace) -> tuple[type, 
         ValueError: the executor cannot be imported (``async_scheduling``
             refuses it first).
     """
-    from vllm_ascend_balance.tools.async_decision import executor_class
+    from vllm_ascend_balance.tools.doctor.async_decision import executor_class
     from vllm_ascend_balance.wiring.composition import planned_scheduler_cls
 
     base = plan.scheduler_cls

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``vllm-ascend-balance doctor``: what is installed and what a config would do.
 
-Takes ``vllm serve``'s own arguments (:mod:`~vllm_ascend_balance.tools.doctor_args`:
+Takes ``vllm serve``'s own arguments (:mod:`~vllm_ascend_balance.tools.doctor.args`:
 vLLM's own parser, vLLM's defaults) and prints, one line each, the
 installed vLLM version, whether the seam is present, whether the plugin
 entry point is registered, and what the settings would activate: which
@@ -9,7 +9,7 @@ gate will run, from which setting (``--additional-config`` and the
 ``VLLM_ASCEND_BALANCE_SCHEDULING`` environment variable, as vLLM would read
 them), the scheduler class each engine core builds, and what it does about
 an installed vllm-ascend's own balance patch. The checks themselves are in
-:mod:`~vllm_ascend_balance.tools.doctor_checks`; this module renders them. Exit
+:mod:`~vllm_ascend_balance.tools.doctor.checks`; this module renders them. Exit
 status: see :data:`EPILOG`.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from vllm_ascend_balance.tools.doctor_args import (
+from vllm_ascend_balance.tools.doctor.args import (
     DESCRIPTION,
     EPILOG,
     USAGE,
@@ -26,7 +26,7 @@ from vllm_ascend_balance.tools.doctor_args import (
     parse_args,
     parse_serve_args,
 )
-from vllm_ascend_balance.tools.doctor_checks import (
+from vllm_ascend_balance.tools.doctor.checks import (
     ENTRY_POINT_GROUP,
     ENTRY_POINT_TARGET,
     config_view,

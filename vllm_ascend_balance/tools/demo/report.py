@@ -12,9 +12,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from vllm_ascend_balance.tools import demo_log
-from vllm_ascend_balance.tools.demo_command import curl_command
-from vllm_ascend_balance.tools.demo_server import DemoServer
+from vllm_ascend_balance.tools.demo import log as demo_log
+from vllm_ascend_balance.tools.demo.command import curl_command
+from vllm_ascend_balance.tools.demo.process import DemoServer
 
 PROG = "vllm-ascend-balance demo"
 #: How the printed doctor command starts (``scripts/serve`` sets
@@ -47,8 +47,9 @@ def announce(server: DemoServer, dp: int, balance: str, active: bool) -> None:
 
 def failure(headline: str, log: Path | None, scratch: Path | None) -> Path | None:
     """Say why the server stopped (stderr): ``headline``, the end of
-    ``log``, where the log is kept (:func:`demo_log.keep_log`: ``scratch``
-    is removed at exit), and, last, this package's refusal if the log holds
+    ``log``, where the log is kept
+    (:func:`~vllm_ascend_balance.tools.demo.log.keep_log`: ``scratch`` is
+    removed at exit), and, last, this package's refusal if the log holds
     one. Returns the kept log's path (None: no log)."""
     print(f"{PROG}: {headline}", file=sys.stderr)
     if log is None or not log.exists():

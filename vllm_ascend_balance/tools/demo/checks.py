@@ -5,9 +5,10 @@ A bad value gets one line naming the setting and the fix (exit 2), not a
 stack from vLLM's start-up a minute later: the port range, the JSON of an
 ``--additional-config`` given after the demo's options, and the balance
 settings it holds, read by the same reader the engines use
-(``config_read.read_user_setting``). Balance requested with DP 1 is a warning,
-as doctor and the engines treat it: it has no effect there, nothing is
-refused. Imports neither vLLM nor torch.
+(:func:`~vllm_ascend_balance.wiring.config_read.read_user_setting`).
+Balance requested with DP 1 is a warning, as doctor and the engines treat
+it: it has no effect there, nothing is refused. Imports neither vLLM nor
+torch.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from vllm_ascend_balance.tools.demo_command import (
+from vllm_ascend_balance.tools.demo.command import (
     BALANCE_ON,
     MAX_PORT,
     merge_into,

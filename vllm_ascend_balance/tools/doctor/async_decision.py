@@ -74,7 +74,7 @@ def async_scheduling(
     serve: argparse.Namespace, on_cpu: bool | None = None
 ) -> tuple[bool, str]:
     """``(async scheduling on, why)`` for ``vllm serve``'s parsed arguments
-    ``serve`` (doctor's :func:`~vllm_ascend_balance.tools.doctor.parse_serve_args`);
+    ``serve`` (doctor's :func:`~vllm_ascend_balance.tools.doctor.cli.parse_serve_args`);
     ``on_cpu`` None: whether vLLM's current platform is the CPU one.
 
     Raises:

@@ -202,7 +202,8 @@ def server_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     every 5 s, no hub access, and no inherited ``PROMETHEUS_MULTIPROC_DIR``
     (vLLM sets its own)."""
     env = dict(os.environ if base is None else base)
-    package_root = str(Path(__file__).resolve().parent.parent)
+    # The folder holding vllm_ascend_balance/ (a checkout, or site-packages).
+    package_root = str(Path(__file__).resolve().parents[3])
     path = env.get("PYTHONPATH", "")
     if package_root not in path.split(os.pathsep):
         env["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")

@@ -4,7 +4,7 @@
 Finds the installed vLLM (a wheel, a ``VLLM_TARGET_DEVICE=empty`` source
 install, or an editable source tree), picks the series carried by this
 package (``upstream_patch/vX.Y.Z/``) by that vLLM's version, applies it in
-place (:mod:`vllm_ascend_balance.tools.series`: idempotent, a pristine copy kept
+place (:mod:`vllm_ascend_balance.tools.patch.series`: idempotent, a pristine copy kept
 for ``--revert``) and verifies the seam with a fresh import of
 ``vllm.v1.core.sched.scheduler`` in a new process. Where no series fits it
 names the nearest one and how to make one (the re-sync runbook).
@@ -20,8 +20,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from vllm_ascend_balance.tools.patch_target import Install, find_install, verify_seam
-from vllm_ascend_balance.tools.series import (
+from vllm_ascend_balance.tools.patch.series import (
     RESYNC_RUNBOOK,
     SCHEDULER_REL,
     SEAM,
@@ -38,6 +37,7 @@ from vllm_ascend_balance.tools.series import (
     series_digest,
     series_root,
 )
+from vllm_ascend_balance.tools.patch.target import Install, find_install, verify_seam
 
 DESCRIPTION = "Add the balance seam to the installed vLLM (patch it in place)."
 EPILOG = textwrap.dedent(

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from vllm_ascend_balance.tools.series import STATE_DIR_NAME
+from vllm_ascend_balance.tools.patch.series import STATE_DIR_NAME
 
 # The directory ``patch-vllm`` (and ``upstream_patch/series.py apply``) keeps
 # next to ``vllm/``.

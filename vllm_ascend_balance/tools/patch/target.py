@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from vllm_ascend_balance.tools.series import DIST_NAMES, SEAM, installed_vllm
-from vllm_ascend_balance.tools.torch_companions import mismatch_hint
+from vllm_ascend_balance.tools.patch.series import DIST_NAMES, SEAM, installed_vllm
+from vllm_ascend_balance.tools.patch.torch_companions import mismatch_hint
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Starting, waiting for and stopping the demo server (its command line:
-:mod:`~vllm_ascend_balance.tools.demo_command`).
+:mod:`~vllm_ascend_balance.tools.demo.command`).
 
 The server runs in its own session, so that one process group holds the
 API server, the DP coordinator and the engine cores, and stopping the
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_ascend_balance.tools import demo_log
-from vllm_ascend_balance.tools.demo_command import (
+from vllm_ascend_balance.tools.demo import log as demo_log
+from vllm_ascend_balance.tools.demo.command import (
     BALANCE_ON,
     HOST,
     MAX_PORT,
@@ -243,7 +243,7 @@ def running_server(
     ``workdir`` gets ``model/`` (the tiny MoE ``config.json``), ``run/``
     (the executor's records) and, unless ``log`` is given,
     ``server.log``. ``port`` None: a free port. Other arguments: as in
-    ``demo_command.serve_args``.
+    :func:`~vllm_ascend_balance.tools.demo.command.serve_args`.
 
     Raises:
         ValueError: as ``serve_args`` (before anything starts).

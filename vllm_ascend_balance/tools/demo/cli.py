@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """``vllm-ascend-balance demo``: serve a balance-enabled DP deployment on CPU.
 
-Checks its arguments (:mod:`~vllm_ascend_balance.tools.demo_checks`: one line
+Checks its arguments (:mod:`~vllm_ascend_balance.tools.demo.checks`: one line
 and exit 2 on a bad one, before anything starts), starts the server of
-:mod:`vllm_ascend_balance.tools.demo` (vLLM's OpenAI server, DP ``--dp``, the
+:mod:`vllm_ascend_balance.tools.demo.server` (vLLM's OpenAI server, DP ``--dp``, the
 tiny MoE model, the cost-model executor, balance on), waits for
 ``/health``, then prints its URL, a ``curl`` that completes a token-id
 prompt, the ``/metrics`` URL and the ``doctor`` command for the same
-arguments (:mod:`~vllm_ascend_balance.tools.demo_report`). Runs until Ctrl-C
+arguments (:mod:`~vllm_ascend_balance.tools.demo.report`). Runs until Ctrl-C
 (or SIGTERM), which stops every process it started; exit status 0 then,
 the server's own status if it exits by itself, 1 if it does not come up.
 When the server fails, the end of its log, the path of the kept log and,
@@ -24,8 +24,10 @@ import textwrap
 from pathlib import Path
 from types import FrameType
 
-from vllm_ascend_balance.tools import demo, demo_checks, demo_report
-from vllm_ascend_balance.tools.demo_report import DOCTOR_ENV, PROG
+from vllm_ascend_balance.tools.demo import checks as demo_checks
+from vllm_ascend_balance.tools.demo import report as demo_report
+from vllm_ascend_balance.tools.demo import server as demo
+from vllm_ascend_balance.tools.demo.report import DOCTOR_ENV, PROG
 
 __all__ = ["DOCTOR_ENV", "add_arguments", "run"]
 

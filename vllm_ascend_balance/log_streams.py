@@ -2,10 +2,9 @@
 """Results on stdout, vLLM's logs on stderr, for this package's commands.
 
 vLLM writes its log lines to ``VLLM_LOGGING_STREAM``, whose default is
-stdout on the releases we support (0.32.0 happens to log the lines ``doctor``
-triggers to stderr, 0.27.1 to stdout), so a command's report would be
-interleaved with ``INFO``/``WARNING`` lines. This module imports neither vLLM
-nor torch: ``doctor`` must run where vLLM is missing.
+stdout, so a command's report would be interleaved with ``INFO``/``WARNING``
+lines. This module imports neither vLLM nor torch: ``doctor`` must run where
+vLLM is missing.
 """
 
 from __future__ import annotations
