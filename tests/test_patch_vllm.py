@@ -16,6 +16,7 @@ shared lane venv itself is only ``--check``-ed (it writes nothing).
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import os
 import subprocess
@@ -234,6 +235,39 @@ def test_no_series_for_the_version_names_the_nearest_and_the_runbook(
     assert f"was made for vLLM {version}, not {public}" in forced.stdout
     assert _cli("--revert", "--site", str(site)).returncode == 0
     assert (site / SCHEDULER).read_bytes() == before
+
+
+def _heavy_imports(*argv: str) -> set[str]:
+    """Which of vLLM and torch the command's own process imported
+    (``--help``: the parsers, nothing run)."""
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['vllm-ascend-balance', *{list(argv)!r}]\n"
+        "try:\n"
+        "    runpy.run_module('vllm_ascend_balance', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted({'vllm', 'torch'} & set(sys.modules)), file=sys.stderr)\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    return set(ast.literal_eval(result.stderr.strip().splitlines()[-1]))
+
+
+@pytest.mark.lane_scope("release")  # this package's command line
+def test_patch_vllm_imports_neither_vllm_nor_torch_in_its_own_process() -> None:
+    """patch-vllm must run where vLLM does not import yet (before the patch,
+    or next to a broken companion of torch): its process, parser included,
+    imports neither (the fresh-import check runs in a new process). Control:
+    the replay's parser imports torch."""
+    assert _heavy_imports("patch-vllm", "--help") == set()
+    assert "torch" in _heavy_imports("replay", "--help")
 
 
 def test_nearest_series_rule() -> None:

@@ -3,11 +3,14 @@
 every test of the lane in exactly one shard, the shards about equal by the
 recorded durations, the files sharing a server in one shard.
 
-The real check collects each shard as scripts/test runs it (``pytest
---collect-only -q`` on the shard's files, this lane) and compares with the
-whole lane's collection: the union is the lane, no test twice. Negative
-controls: a split that drops a file, or puts one in two shards, is reported
-by the same check.
+The real check collects the whole lane (``pytest --collect-only -q``, this
+lane) and places every collected test by its file into the shards
+scripts/test runs: the union is the lane, no test twice, and no test sits
+in a file the split does not know. (A shard is a list of files given to
+pytest, and which tests a file holds does not depend on the other files
+given with it, so the lane is collected once, not once per shard.)
+Negative controls: a split that drops a file, or puts one in two shards, is
+reported by the same check.
 """
 
 from __future__ import annotations
@@ -91,31 +94,44 @@ def test_bad_shard_index_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert "shard 3 of 2: expected 1..2" in capsys.readouterr().err
 
 
-def _collect(*files: str) -> subprocess.Popen[str]:
+def _collected_ids() -> list[str]:
+    """The lane's test ids, as ``pytest --collect-only -q`` lists them."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
     )
-    return subprocess.Popen(
+    proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q",
-         "-p", "no:cacheprovider", *files],
-        cwd=REPO_ROOT, env=env, text=True,
+         "-p", "no:cacheprovider"],
+        cwd=REPO_ROOT, env=env, text=True, timeout=600,  # hang guard only
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return [
+        ln for ln in proc.stdout.splitlines() if ln.startswith("tests/") and "::" in ln
+    ]
 
 
-def _ids(proc: subprocess.Popen[str]) -> list[str]:
-    out, _ = proc.communicate(timeout=600)  # hang guard only
-    assert proc.returncode == 0, out[-3000:]
-    return [ln for ln in out.splitlines() if ln.startswith("tests/") and "::" in ln]
+def placed(ids: list[str], split: list[list[str]]) -> list[list[str]]:
+    """``ids`` in the shards of ``split`` (lists of files), by their file."""
+    return [[i for i in ids if i.split("::", 1)[0] in files] for files in split]
 
 
 @pytest.mark.slow
 def test_shards_collect_to_the_whole_lane() -> None:
-    """scripts/test's shards (``shards.py list SHARDS N``), collected on this
-    lane, are the lane's tests, each once."""
+    """scripts/test's shards (``shards.py list SHARDS N``) hold the lane's
+    tests, each once."""
     split = shards.split(shards.suite_files(), shards.load_table(), shards.SHARDS)
-    procs = [_collect(), *(_collect(*files) for files in split)]
-    full, *parts = [_ids(p) for p in procs]
+    full = _collected_ids()
     assert full, "the lane collects no test"
-    assert shards.cover_problems(full, parts) == []
+    assert shards.cover_problems(full, placed(full, split)) == []
+
+
+def test_negative_control_a_test_outside_the_split_is_reported() -> None:
+    """A collected test in a file no shard lists (a test module the split's
+    file list misses) is reported missing."""
+    ids = ["tests/test_a.py::t1", "tests/test_b.py::t2", "tests/sub/test_c.py::t3"]
+    split = [["tests/test_a.py"], ["tests/test_b.py"]]
+    assert shards.cover_problems(ids, placed(ids, split)) == [
+        "missing: tests/sub/test_c.py::t3"
+    ]

@@ -88,7 +88,22 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _patch_vllm(argv: list[str]) -> int:
+    """``patch-vllm`` with its own parser: the full one imports the replay,
+    and with it vLLM, which may not import before it is patched."""
+    from vllm_ascend_balance.tools.patch import cli as patch_vllm
+
+    parser = argparse.ArgumentParser(prog="vllm-ascend-balance patch-vllm")
+    patch_vllm.add_arguments(parser)
+    return patch_vllm.run(parser.parse_args(argv))
+
+
 def _main(argv: list[str] | None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["patch-vllm"]:
+        # Reads and patches files only: vLLM is imported in a new process,
+        # after the patch, never in this one (it may not import yet).
+        return _patch_vllm(words[1:])
     from vllm_ascend_balance.replay.pipeline import cli as replay_cli
     from vllm_ascend_balance.replay.validation import cli as validate
     from vllm_ascend_balance.tools.doctor import cli as doctor
@@ -99,12 +114,8 @@ def _main(argv: list[str] | None) -> int:
         from vllm_ascend_balance.tools.demo import cli as demo_cli
 
         return demo_cli.run(args)
-    if args.command == "patch-vllm":
-        # Reads and patches files only: vLLM is imported in a new process,
-        # after the patch, never in this one (it may not import yet).
-        from vllm_ascend_balance.tools.patch import cli as patch_vllm
-
-        return patch_vllm.run(args)
+    if args.command == "patch-vllm":  # taken above; kept for a direct call
+        return _patch_vllm(words[1:])
     # Configures vLLM's logging (our loggers live under ``vllm.``) before any
     # subcommand logs; after parse_args, so that --help never imports vLLM.
     import vllm.logger  # noqa: F401

@@ -16,7 +16,8 @@ logger = init_logger(__name__)
 def check_recording(files: list[RankFile], records: RunRecords) -> None:
     """Loud failure (:class:`RecordingError`, one line) when a rank stepped
     without its recording scheduler, a completed run recorded no request, or a
-    balance-on run never gathered."""
+    balance-on run that was not interrupted never gathered (an interrupted
+    one may have hung in its first gather: it is reported interrupted)."""
     for rank, f in enumerate(files):
         if f.steps and not f.starts:
             raise RecordingError(
@@ -33,7 +34,8 @@ def check_recording(files: list[RankFile], records: RunRecords) -> None:
     gathered = any(f.gathers for f in files) or any(
         s.gathers for f in files for s in f.steps
     )
-    if records.mode.balance and stepped and not gathered:
+    interrupted = records.status is RunStatus.INTERRUPTED
+    if records.mode.balance and stepped and not gathered and not interrupted:
         raise RecordingError(
             f"mode {records.mode.label} runs balance scheduling but no rank ever "
             "gathered: the ascend_balance plugin most likely did not load in the "
