@@ -7,6 +7,9 @@ order for every mode. "Not worse within the interval": the 95 % interval of
 the per-seed paired relative differences (:func:`.stats.paired_interval`)
 reaches a point where ours is at least as good (``lo <= 0`` for a
 lower-is-better metric). "Better": the whole interval is on ours' side.
+"Non-inferior with margin m" (the headline, :data:`MARGIN`): the
+interval's worse end is within m (``hi <= m`` for a lower-is-better
+metric), so a wide interval does not pass.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ METRICS = (
 LOWER = {key: lower for key, _, lower in METRICS}
 #: The cells of the "recommended setting held" count (the issue's five).
 SCORED = ("tpot_p50", "tpot_p99", "ttft_p50", "ttft_p99", "tok_s")
+#: The headline's non-inferiority margin on the paired relative difference.
+MARGIN = 0.05
 #: The two axes of dominance: what a user trades (first token vs tail pace).
 FRONT = ("ttft_p50", "tpot_p99")
 
@@ -45,6 +50,24 @@ def not_worse(values: Values, a: str, b: str, metric: str) -> bool:
     """``a`` is at least as good as ``b`` somewhere in the interval."""
     iv = compare(values, a, b, metric)
     return iv.lo <= 0 if LOWER[metric] else iv.hi >= 0
+
+
+def non_inferior(
+    values: Values, a: str, b: str, metric: str, margin: float = MARGIN
+) -> bool:
+    """``a`` is worse than ``b`` by at most ``margin`` across the whole
+    interval (0.05: 5 %)."""
+    iv = compare(values, a, b, metric)
+    return iv.hi <= margin if LOWER[metric] else iv.lo >= -margin
+
+
+def mean_within(
+    values: Values, a: str, b: str, metric: str, margin: float = MARGIN
+) -> bool:
+    """The mean paired difference alone is within ``margin`` (no interval:
+    the weaker reading, printed beside the headline)."""
+    iv = compare(values, a, b, metric)
+    return iv.mean <= margin if LOWER[metric] else iv.mean >= -margin
 
 
 def better(values: Values, a: str, b: str, metric: str) -> bool:
@@ -108,14 +131,20 @@ def tuned(values: Values, grid: Iterable[str], baseline: str) -> str | None:
     return min(ran, key=lambda m: tuning_score(values, m, baseline))
 
 
-def strongest(values: Values, peers: Iterable[str], baseline: str) -> str | None:
-    """The one peer setting of a case judged strongest: the lowest
-    :func:`tuning_score` among ``peers`` (each family's default and tuned
-    point), ties to the earlier; None if none ran. The "best peer" a
-    setting of ours is held against cell by cell, as one system a user
-    could deploy (unlike the best rival per cell, a different peer setting
-    per metric)."""
-    return tuned(values, peers, baseline)
+def strongest(
+    values: Values, peers: Iterable[str], baseline: str, metric: str | None = None
+) -> str | None:
+    """The one peer setting of a case judged strongest, as one system a
+    user could deploy: by ``metric``'s best mean, or with None the lowest
+    :func:`tuning_score`; among ``peers`` (each family's default and tuned
+    point), ties to the earlier; None if none ran."""
+    if metric is None:
+        return tuned(values, peers, baseline)
+    ran = [m for m in peers if m in values]
+    if not ran:
+        return None
+    means = {m: sum(values[m][metric]) / len(values[m][metric]) for m in ran}
+    return (min if LOWER[metric] else max)(ran, key=means.__getitem__)
 
 
 @dataclass(frozen=True)
@@ -129,10 +158,15 @@ class Held:
 
 
 def held_cells(
-    values: Values, ours: str, rivals: Iterable[str], metrics: Sequence[str] = SCORED
+    values: Values,
+    ours: str,
+    rivals: Iterable[str],
+    metrics: Sequence[str] = SCORED,
+    margin: float | None = None,
 ) -> list[Held]:
-    """Per metric: the rival with the best mean, and whether ``ours`` is
-    within its interval or better (:func:`not_worse`)."""
+    """Per metric: the rival with the best mean, and whether ``ours`` holds
+    against it: :func:`non_inferior` with ``margin``, or with None
+    :func:`not_worse` (the interval reaches zero)."""
     out = []
     present = [r for r in rivals if r in values]
     for k in metrics:
@@ -143,7 +177,9 @@ def held_cells(
                 k,
                 best,
                 compare(values, ours, best, k),
-                not_worse(values, ours, best, k),
+                not_worse(values, ours, best, k)
+                if margin is None
+                else non_inferior(values, ours, best, k, margin),
             )
         )
     return out
