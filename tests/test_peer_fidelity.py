@@ -25,7 +25,7 @@ from vllm_ascend_balance.replay.peers.state import admissible_now
 from vllm_ascend_balance.replay.peers.trtllm_adp import context_requests
 from vllm_ascend_balance.replay.pipeline.workload import builtin_requests
 from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
-from vllm_ascend_balance.replay.sim.adp_routing import route_requests
+from vllm_ascend_balance.replay.sim.adp_routing import AdpRouter, route_requests
 from vllm_ascend_balance.replay.sim.build import (
     PromptPool,
     SimOptions,
@@ -144,6 +144,37 @@ def test_adp_router_rule() -> None:
     assert placed == {0: [1], 1: [2, 3, 0]}
     full, _ = route_requests([4, 4], [0, 0], [(10, None)], 4)
     assert full == {0: [], 1: []}  # queued: every rank at the cap
+
+
+def test_adp_router_routes_only_the_head_of_its_queue() -> None:
+    """Each iteration TensorRT-LLM fetches at most R x cap - active
+    requests, first in first out, and sorts only those by prompt length: a
+    long prompt behind that window waits its turn. Negative control: the
+    whole backlog routed (the old model) hands the long prompt out first."""
+    from types import SimpleNamespace
+
+    from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
+
+    def sched(active: int) -> SimpleNamespace:
+        reqs = [SimpleNamespace(num_prompt_tokens=10)] * active
+        return SimpleNamespace(running=reqs, waiting=[], max_num_running_reqs=4)
+
+    def req(i: int, prompt: int) -> ReplayRequest:
+        return ReplayRequest(index=i, arrival_s=0.0, prompt_tokens=prompt,
+                             output_tokens=1, rank=None, origin="test")  # fmt: skip
+
+    router = AdpRouter(2)
+    queue = [req(0, 10), req(1, 20), req(2, 5000)]
+    for r in queue:
+        router.enqueue(r)
+    # 2 x 4 - 6 active = 2 fetched: r0 and r1; the long r2 stays queued.
+    out = router.dispatch([sched(3), sched(3)])
+    assert sorted(r.index for _, r in out) == [0, 1]
+    assert [r.index for r in router.queue] == [2]
+    # Control: the whole backlog sorted, longest first, gives r2 a rank.
+    placed, _ = route_requests([3, 3], [30, 30], [(10, None), (20, None),
+                                                  (5000, None)], 4)  # fmt: skip
+    assert 2 in placed[0] + placed[1]
 
 
 def test_trtllm_rows_build_no_rank_backlog() -> None:

@@ -18,7 +18,11 @@ requests, active prompt tokens):
    active requests, rank); requests, longest prompt first, go to the top of
    the heap, which re-enters while still below ``expected``.
 
-A request no rank takes stays in the global queue, in order, for the next
+Each iteration routes only the head of the global queue: at most
+``R x max_num_active_requests - active`` requests, first in first out
+(``PyExecutor._fetch_new_requests`` and the executor request queue's
+``_get_from_waiting_queue``); only those are sorted by prompt length. A
+request no rank takes stays in the global queue, in order, for the next
 iteration (the executor's waiting queue). A rank's active requests here are
 its running and waiting requests (what it was handed); its active tokens
 their prompt lengths (``py_orig_prompt_len``). ``max_num_active_requests``
@@ -103,7 +107,8 @@ class AdpRouter:
             return []
         stats = [_active(s) for s in scheds]
         cap = int(scheds[0].max_num_running_reqs)
-        new = [(r.prompt_tokens, r.rank) for r in self.queue]
+        room = self.dp_size * cap - sum(a for a, _ in stats)
+        new = [(r.prompt_tokens, r.rank) for r in self.queue[: max(room, 0)]]
         placed, _ = route_requests(
             [a for a, _ in stats], [t for _, t in stats], new, cap
         )
