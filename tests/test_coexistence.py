@@ -67,6 +67,7 @@ from vllm_ascend_balance.wiring.engine_hook import (
 )
 
 pytestmark = [
+    # why: EngineCoreProc.run_engine_core, DPEngineCoreProc, create_engine_config
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
     pytest.mark.multiproc,
 ]

@@ -50,6 +50,8 @@ from vllm_ascend_balance.wiring import activation_plan, composition, config
 from vllm_ascend_balance.wiring.config import BalanceConfigError
 from vllm_ascend_balance.wiring.config_read import read_balance_setting
 
+# why: the setting tests read real VllmConfig objects (additional_config) and
+# plan activation on the installed vLLM; the exchange itself is release-only.
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 SIZES = [2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 64, 100, 128, 255, 256]
@@ -196,6 +198,7 @@ def _check_same(cap: int, settings: GateSettings, loads: Loads) -> int:
     return frozen
 
 
+@pytest.mark.lane_scope("release")  # the mixin on stand-ins: no vLLM code
 @pytest.mark.parametrize("size", SIZES)
 def test_log_depth_decides_as_the_gather_in_process(size: int) -> None:
     frozen = 0
@@ -204,6 +207,7 @@ def test_log_depth_decides_as_the_gather_in_process(size: int) -> None:
     assert frozen > 0  # the scenarios exercised the freeze
 
 
+@pytest.mark.lane_scope("release")  # the check's power, on stand-ins: no vLLM code
 @pytest.mark.parametrize(
     "bad",
     [
@@ -226,6 +230,7 @@ def test_negative_control_wrong_reduction_is_caught(
                 _check_same(*_scenario(seed, size))
 
 
+@pytest.mark.lane_scope("release")  # the exchange's schedule: no vLLM code
 def test_dissemination_reaches_every_rank_in_log_rounds() -> None:
     """Who each rank has heard from, round by round: everyone, after exactly
     ceil(log2 N) rounds; with the last round dropped, someone is missing

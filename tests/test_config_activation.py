@@ -65,6 +65,7 @@ from vllm_ascend_balance.wiring.engine_hook import (
     upstream_dp_engine,
 )
 
+# why: VllmConfig, plugin loader, run_engine_core, DPEngineCoreProc, spawn
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 UPSTREAM_ENGINE = upstream_dp_engine(engine_core_mod.DPEngineCoreProc)

@@ -50,6 +50,7 @@ from vllm_ascend_balance.observability import exported_series
 from vllm_ascend_balance.tools.demo import server as demo
 from vllm_ascend_balance.tools.doctor.async_decision import async_scheduling
 
+# why: vLLM's OpenAI server, stat loggers, executors (package-only tests: release)
 pytestmark = pytest.mark.lane_scope("release", "main")
 
 SCRIPT = Path(sys.executable).parent / "vllm-ascend-balance"
@@ -122,6 +123,7 @@ def session_members(sid: int) -> list[int]:
     return members
 
 
+@pytest.mark.lane_scope("release")  # the check on text
 def test_startup_check_reports_a_missing_rank_and_a_non_zero_value() -> None:
     """Negative controls of :func:`startup_problems`."""
     lines = []
@@ -151,6 +153,7 @@ def test_startup_check_reports_a_missing_rank_and_a_non_zero_value() -> None:
     ]
 
 
+@pytest.mark.lane_scope("release")  # /proc, not vLLM
 def test_session_census_sees_a_live_session_and_not_a_gone_one() -> None:
     """Negative control of :func:`session_members`: a process in its own
     session is counted while it lives, not after."""
@@ -231,6 +234,7 @@ def test_async_scheduling_refused_with_an_executor_without_it() -> None:
         )
 
 
+@pytest.mark.lane_scope("release")  # the demo's own check
 def test_demo_refuses_a_bad_dp_in_one_line() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "vllm_ascend_balance", "demo", "--dp", "0"],
@@ -244,6 +248,7 @@ def test_demo_refuses_a_bad_dp_in_one_line() -> None:
     )
 
 
+@pytest.mark.lane_scope("release")  # the launcher's check
 def test_a_port_in_use_is_refused_before_anything_starts() -> None:
     """A busy port would let another server's ``/health`` pass for the
     demo's own. Negative control: the same port, once released, passes."""

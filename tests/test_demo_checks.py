@@ -36,6 +36,7 @@ from vllm_ascend_balance.tools.demo import report as demo_report
 from vllm_ascend_balance.tools.demo import server as demo
 from vllm_ascend_balance.tools.doctor import cli as doctor
 
+# why: doctor on vLLM's parser; a real vLLM front-end's refusal
 pytestmark = pytest.mark.lane_scope("release", "main")
 
 PROG = "vllm-ascend-balance demo"
@@ -103,6 +104,7 @@ def test_without_the_executor_doctor_names_balances_class(
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.lane_scope("release")  # the demo's own checks
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
@@ -155,6 +157,7 @@ def test_bad_arguments_are_refused_in_one_line_before_anything_starts(
         assert word in lines[0], (word, lines[0])
 
 
+@pytest.mark.lane_scope("release")  # the demo's own checks
 @pytest.mark.parametrize("port", [0, 1, 8000, 65535])
 def test_good_arguments_pass_the_checks(port: int) -> None:
     """Control of the refusals above."""
@@ -166,12 +169,14 @@ def test_good_arguments_pass_the_checks(port: int) -> None:
     assert plan.active and plan.balance == "on" and plan.warnings == []
 
 
+@pytest.mark.lane_scope("release")  # the launcher's check
 def test_the_launcher_refuses_a_port_out_of_range() -> None:
     with pytest.raises(demo.DemoError, match="--port must be 1..65535") as caught:
         demo.start_server(["true"], 70000, [])
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.lane_scope("release")  # the demo's own argv
 def test_an_additional_config_is_merged_into_the_demos_own(tmp_path: Path) -> None:
     """vLLM keeps only the last ``--additional-config``: appended as is, a
     user's would drop the executor's block."""
@@ -202,6 +207,7 @@ def test_an_additional_config_is_merged_into_the_demos_own(tmp_path: Path) -> No
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.lane_scope("release")  # the demo's own checks
 def test_dp_1_warns_that_balance_needs_dp_2() -> None:
     plan = demo_checks.check_arguments(1, 0, 4, [], environ={})
     assert not plan.active
@@ -210,6 +216,7 @@ def test_dp_1_warns_that_balance_needs_dp_2() -> None:
     assert "--dp 2" in plan.warnings[0]
 
 
+@pytest.mark.lane_scope("release")  # the demo's own checks
 @pytest.mark.parametrize(
     ("dp", "extra", "balance"),
     [
@@ -233,6 +240,7 @@ def test_no_warning_where_balance_works_or_is_off(
     assert plan.balance.split()[0] == balance
 
 
+@pytest.mark.lane_scope("release")  # the demo's text
 def test_announce_at_dp_1_promises_no_series(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -259,6 +267,7 @@ REFUSED = (
 )
 
 
+@pytest.mark.lane_scope("release")  # the log reader on text
 def test_the_log_reader_finds_refusals_and_nothing_else() -> None:
     banner = "(APIServer pid=7) INFO 12-04 08:28:39 [api_utils.py:345]  version 0.27.1"
     stall = (
@@ -272,6 +281,7 @@ def test_the_log_reader_finds_refusals_and_nothing_else() -> None:
     assert demo_log.refusals("\n".join([banner, stall, other])) == []
 
 
+@pytest.mark.lane_scope("release")  # file handling
 def test_a_log_in_the_scratch_directory_is_kept_elsewhere(tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -311,6 +321,7 @@ def test_a_refused_start_keeps_its_log_and_ends_with_the_refusal() -> None:
         kept.unlink(missing_ok=True)
 
 
+@pytest.mark.lane_scope("release")  # the package's names and parser
 def test_public_api_of_the_demo_module() -> None:
     """The names other tests and tools use stay importable from ``demo``
     after the split; the CLI parses as before."""
@@ -323,6 +334,7 @@ def test_public_api_of_the_demo_module() -> None:
     assert (args.dp, args.port, args.serve_args) == (2, 0, ["--seed", "1"])
 
 
+@pytest.mark.lane_scope("release")  # stand-in args
 def test_vllm_serve_refuses_additional_config_that_is_not_json_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -24,6 +24,7 @@ from tests.support.series_tool import series
 from vllm_ascend_balance.tools.doctor import vllm_install
 from vllm_ascend_balance.wiring.config import SETTING
 
+# why: vLLM's serve parser and config decide most cases (PACKAGE_ONLY: release)
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 SCRIPT = Path(sys.executable).parent / "vllm-ascend-balance"

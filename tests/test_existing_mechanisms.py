@@ -42,6 +42,7 @@ except ImportError:  # a release without pause states
     PauseState = None  # type: ignore[assignment,misc]
 
 pytestmark = [
+    # why: each release's throttle_prefills, PauseState, capacity bound
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
     pytest.mark.skipif(
         PauseState is None

@@ -27,6 +27,7 @@ from tests.support.lanes import current_lane, pin_tag
 from tests.support.series_tool import series
 from vllm_ascend_balance.tools.doctor import vllm_install
 
+# why: the checker runs on a repo built from the lane's release sdist
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 BRANCH = "balance-seam"

@@ -37,6 +37,7 @@ from vllm_ascend_balance.gate.settings import GateSettings
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 from vllm_ascend_balance.wiring.composition import compose_scheduler
 
+# why: real schedulers per rank in lock step (queues, caps, preemption)
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 CONTRACT = "leader_at_cap"

@@ -28,6 +28,7 @@ from vllm_ascend_balance.wiring import activation, composition, engine_chain
 from vllm_ascend_balance.wiring.config import SETTING
 from vllm_ascend_balance.wiring.engine_hook import gather_hook_installed
 
+# why: balance off must equal each release's Scheduler/AsyncScheduler
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 #: ``base -> the class under test``.

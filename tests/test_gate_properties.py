@@ -72,6 +72,7 @@ from vllm_ascend_balance.gate.scheduler import (
 )
 from vllm_ascend_balance.wiring import composition
 
+# why: real Scheduler/AsyncScheduler queues, preemption, update_from_output
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 

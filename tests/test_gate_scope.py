@@ -48,6 +48,7 @@ from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_c
 from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
 
 pytestmark = [
+    # why: kv_holding_waiting and the installed schedule()'s seam check
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
     pytest.mark.skipif(
         "kv_holding_waiting" not in inspect.getsource(Scheduler.__init__),

@@ -57,6 +57,7 @@ import torch.distributed as dist
 from tests.support.processes import run_processes
 
 pytestmark = [
+    # why: DPEngineCoreProc's sync (_has_global_unfinished_reqs), DP group, schedulers
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
     pytest.mark.multiproc,
 ]

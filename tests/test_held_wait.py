@@ -41,6 +41,7 @@ from vllm_ascend_balance.observability import metrics, stats_carrier
 from vllm_ascend_balance.observability.held_wait import HeldWait
 from vllm_ascend_balance.wiring import composition
 
+# why: real schedulers' queues and SchedulerOutput; vLLM's stat loggers
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 

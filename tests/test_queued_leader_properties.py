@@ -30,6 +30,7 @@ from tests.support.lockstep import Gate, Trace
 from tests.support.scheduler_rig import BASES
 from vllm_ascend_balance.wiring.composition import compose_scheduler
 
+# why: real schedulers per rank in lock step (waiting queue)
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 POLICY = "queued_leader"

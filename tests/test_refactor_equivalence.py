@@ -66,6 +66,7 @@ from tests.support.seam_shapes import (
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.gate.scheduler import SEAM, admission_cap
 
+# why: the installed patched Scheduler against the release's original
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 BLOCK_SIZE = 16

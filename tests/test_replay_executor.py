@@ -38,6 +38,7 @@ from vllm_ascend_balance.replay.real.executor import SAMPLED_TOKEN_ID, CostModel
 from vllm_ascend_balance.replay.real.interrupts import Interrupts
 from vllm_ascend_balance.replay.real.recorder import rank_file, read_rank_file
 
+# why: vLLM's scheduler, executor interface and logging
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 BUDGET = 64

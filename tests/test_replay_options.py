@@ -21,6 +21,7 @@ from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, parse
 from vllm_ascend_balance.replay.pipeline.records import RunStatus
 from vllm_ascend_balance.replay.real.deployment import engine_args
 
+# why: the installed vLLM's AsyncEngineArgs take the modes' arguments
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 

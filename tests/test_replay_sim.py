@@ -35,6 +35,7 @@ from vllm_ascend_balance.replay.sim.fleet import SimOptions, SimResult, simulate
 from vllm_ascend_balance.replay.sim.routing import Router
 from vllm_ascend_balance.wiring.composition import compose_scheduler
 
+# why: vLLM's real schedulers and its DP load-balancer rule
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 # The simulated engine composes balance in-process (plan_activation), which

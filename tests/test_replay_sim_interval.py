@@ -43,6 +43,7 @@ def _has_throttle() -> bool:
 
 
 pytestmark = [
+    # why: DPEngineCoreProc's prefill_schedule_interval rule, real schedule()
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
     pytest.mark.skipif(
         not _has_throttle(),

@@ -41,6 +41,7 @@ from tests.support.seam_shapes import (
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 from vllm_ascend_balance.gate.scheduler import admission_cap
 
+# why: the installed schedule()'s seam call and its cap check
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 SETTINGS = settings(

@@ -58,6 +58,7 @@ from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 from vllm_ascend_balance.tools.demo import server as demo
 
 pytestmark = [
+    # why: vLLM's OpenAI server, DP coordinator and stat loggers make /metrics
     pytest.mark.lane_scope("release", "main", "fork", "ascend"),
     pytest.mark.e2e,
     pytest.mark.slow,

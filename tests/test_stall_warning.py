@@ -43,7 +43,9 @@ from tests.support.processes import join_processes, start_processes
 from vllm_ascend_balance.wiring import config, config_read
 
 pytestmark = [
-    pytest.mark.lane_scope("release", "main", "fork", "ascend"),
+    # Release only: the stalled-peer runs measure the watchdog (ours) on torch's
+    # gloo; the setting tests read stand-in configs. No vLLM code decides.
+    pytest.mark.lane_scope("release"),
     pytest.mark.multiproc,
 ]
 
@@ -178,7 +180,6 @@ def _poll(condition: Any, what: str) -> Any:
     raise AssertionError(f"hang guard: {what}")
 
 
-@pytest.mark.lane_scope("release")
 def test_stalled_peer_is_reported(tmp_path: Path) -> None:
     procs = _start(tmp_path, park=True)
     try:
@@ -211,7 +212,6 @@ def test_stalled_peer_is_reported(tmp_path: Path) -> None:
     assert _wait_gauges(tmp_path / "metrics") == {"0": 0.0, "1": 0.0}
 
 
-@pytest.mark.lane_scope("release")
 def test_negative_control_healthy_run_warns_nothing(tmp_path: Path) -> None:
     procs = _start(tmp_path, park=False)
     joined = join_processes(procs, HANG_GUARD_S)

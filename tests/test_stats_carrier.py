@@ -27,6 +27,7 @@ from tests.support.vllm_objects import make_scheduler, make_vllm_config
 from vllm_ascend_balance.observability import stats_carrier
 from vllm_ascend_balance.wiring import composition
 
+# why: SchedulerStats, make_stats() and vLLM's StatLoggerManager
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 

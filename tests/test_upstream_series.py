@@ -25,6 +25,7 @@ from tests.support.lanes import REPO_ROOT, SOURCE_INSTALL_LANES, current_lane, p
 from tests.support.seam_shapes import pause_loop, release_cap, stop_condition
 from tests.support.series_tool import SERIES_PY, series
 
+# why: the lane's installed scheduler.py against its release sdist
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
 SCHEDULER_REL = "vllm/v1/core/sched/scheduler.py"
