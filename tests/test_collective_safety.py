@@ -5,7 +5,7 @@ Upstream ``DPEngineCoreProc.run_busy_loop`` runs unmodified in spawned
 engine processes started by ``AsyncLLM`` with the DP coordinator; balance
 scheduling is activated through the installed entry point; the replay's
 cost-model executor makes every forward pass (dummy batches included) a
-collective across the ranks, as MoE does. The workload is many waves with
+collective across the ranks, as MoE does. The workload is a few waves with
 idle gaps between them (every wave ends, engines pause, the next request
 starts a new wave) and skewed per-rank load (one rank heavy, one light, the
 others idle: they only run dummy batches).
@@ -17,6 +17,13 @@ others idle: they only run dummy batches).
 - Negative control: the gather inside ``schedule()`` (deadlock lesson A)
   must not complete: it hangs and the timeout catches it; Ctrl-C then stops
   every process of the run.
+
+The workload is as large as the checks need, not larger (issue 58): each
+rank is the heavy one at least once, and every check needs one freeze and
+one idle gap; the waves (:func:`waves`) give each rank a heavy wave and two
+or more pauses and restarts (at DP 2 rank 0 is heavy twice). The opt-in
+policies ride the DP 2 replay as further modes (one driver start-up; each
+mode is still its own deployment: the gate is chosen at engine start).
 
 No timed assertions: timeouts only detect hangs.
 """
@@ -45,12 +52,20 @@ pytestmark = [
 ]
 
 CAP = 4
-WAVES = 8
+
+
+def waves(dp: int) -> int:
+    """Waves of the workload at ``dp``: each rank heavy once (rank 0 twice
+    at DP 2), so at least two idle gaps (a pause, then a new wave)."""
+    return max(dp, 3)
+
+
 # Modeled seconds between waves; at TIME_SCALE 0.1 that is 2.5 s of wall time,
 # far longer than a wave takes, so every wave ends before the next begins.
 GAP_S = 25.0
 TIME_SCALE = 0.1
-# Hang detection only (a healthy run of this size takes a fraction of it).
+# Hang detection only, per mode (a healthy run of this size takes a fraction
+# of it).
 TIMEOUT_S = {2: 240.0, 4: 300.0}
 # The negative control's workload and hang clock. The known-bad variant hangs
 # in the first step on which one rank schedules while another runs a dummy
@@ -80,10 +95,12 @@ def _args(trace: Path, dp: int, run_dir: Path, *extra: str) -> list[str]:
 
 
 def _run(
-    tmp: Path, dp: int, waves: int = WAVES, **kwargs: Any
+    tmp: Path, dp: int, n_waves: int | None = None, **kwargs: Any
 ) -> tuple[ReplayProcess, Path]:
+    n_waves = waves(dp) if n_waves is None else n_waves
     trace = write_jsonl(
-        tmp / "waves.jsonl", skewed_waves(dp, waves=waves, gap_s=GAP_S, heavy=CAP + 3)
+        tmp / "waves.jsonl",
+        skewed_waves(dp, waves=n_waves, gap_s=GAP_S, heavy=CAP + 3),
     )
     run_dir = tmp / "run"
     extra = kwargs.pop("extra", ())
@@ -93,6 +110,50 @@ def _run(
     return result, run_dir
 
 
+# The opt-in policies on the DP 2 deployment, on their own exchange (the
+# log-depth one: no per-rank rows; each rank records what it sent, so the
+# rows are rebuilt from every rank's record of the same gather) through the
+# same hook. What can differ by vLLM version is the scheduler's queues,
+# covered on every lane by the policies' property tests; the hook and
+# transport are the contract's, so the release lane runs them.
+QUEUED_MODE = "on+queued-leader+max-held:4"
+# ``throttled`` (aligned, its predecessor here, was retired into it).
+THROTTLED_MODE = "on+throttled:4+max-held:4"
+HELD_BOUND = 4
+WINDOW = 4
+#: The tests that read the policy modes' runs (release lane only).
+POLICY_TESTS = (
+    "test_queued_leader_completes_and_ranks_agree",
+    "test_throttled_completes_and_ranks_agree",
+)
+
+
+def _policies_selected(request: pytest.FixtureRequest) -> bool:
+    """Whether this session runs a test of the policy modes (their lane,
+    ``-k``): only then does the DP 2 replay run them too."""
+    return any(
+        getattr(getattr(item, "module", None), "__name__", None) == __name__
+        and getattr(item, "originalname", item.name) in POLICY_TESTS
+        for item in request.session.items
+    )
+
+
+@pytest.fixture(scope="module")
+def dp2_runs(request, tmp_path_factory):
+    """The DP 2 replay: mode ``on`` and, where their tests run, both opt-in
+    modes after it, one deployment each, started and stopped in turn
+    (records per mode), one driver start-up."""
+    modes = (
+        ["on", QUEUED_MODE, THROTTLED_MODE] if _policies_selected(request) else ["on"]
+    )
+    return _run(
+        tmp_path_factory.mktemp("dp2"),
+        2,
+        timeout=len(modes) * TIMEOUT_S[2],
+        extra=("--mode", ",".join(modes)),
+    )
+
+
 # DP 4 adds ranks, not a vLLM-version difference: the release lane runs it.
 @pytest.fixture(
     scope="module",
@@ -100,10 +161,14 @@ def _run(
     ids=["dp2", "dp4"],
 )
 def balanced_run(request, tmp_path_factory):
+    """Mode ``on`` at the parameter's DP size: (dp, replay, run directory)."""
     dp = request.param
-    result, run_dir = _run(
-        tmp_path_factory.mktemp(f"dp{dp}"), dp, timeout=TIMEOUT_S[dp]
-    )
+    if dp == 2:
+        result, run_dir = request.getfixturevalue("dp2_runs")
+    else:
+        result, run_dir = _run(
+            tmp_path_factory.mktemp(f"dp{dp}"), dp, timeout=TIMEOUT_S[dp]
+        )
     return dp, result, run_dir
 
 
@@ -111,10 +176,10 @@ def test_every_request_completes_without_hang(balanced_run):
     dp, result, _ = balanced_run
     assert not result.timed_out, f"DP {dp} replay hung:\n{result.stderr[-3000:]}"
     assert result.returncode == 0, result.stderr[-3000:]
-    (run,) = result.json["runs"]
+    run = _mode_run(result, "on")
     assert run["status"] == "ok"
     metrics = run["metrics"]
-    assert metrics["completed"] == metrics["requests"] == WAVES * (CAP + 4)
+    assert metrics["completed"] == metrics["requests"] == waves(dp) * (CAP + 4)
     for req in run["requests"]:
         assert req["output_tokens"] == req["expected_tokens"], req
     assert result.leftover_pids == [], "engine processes outlived the replay"
@@ -122,7 +187,7 @@ def test_every_request_completes_without_hang(balanced_run):
 
 def test_every_rank_gathers_equally(balanced_run):
     dp, result, run_dir = balanced_run
-    (run,) = result.json["runs"]
+    run = _mode_run(result, "on")
     gathers = run["metrics"]["gathers_per_rank"]
     assert len(gathers) == dp
     assert gathers[0] > 0, "balance did not activate through the entry point"
@@ -150,7 +215,7 @@ def test_waves_idle_gaps_and_dummy_batches_happened(balanced_run):
         for a, b in zip(steps, steps[1:], strict=False)
         if b.wall_start - a.wall_end > 0.3
     )
-    assert gaps >= WAVES - 1, f"only {gaps} idle gaps: waves did not end"
+    assert gaps >= waves(dp) - 1, f"only {gaps} idle gaps: waves did not end"
     assert any(r.dummy for r in steps), "no rank ever ran a dummy batch"
 
 
@@ -187,7 +252,7 @@ def test_negative_control_gather_in_schedule_hangs(tmp_path):
     result, _ = _run(
         tmp_path,
         2,
-        waves=NEGATIVE_WAVES,
+        n_waves=NEGATIVE_WAVES,
         timeout=NEGATIVE_TIMEOUT_S,
         started=lambda: _engines_started(run_dir, 2),
         extra=("--executor", GATHER_IN_SCHEDULE_EXECUTOR),
@@ -207,32 +272,6 @@ def test_negative_control_gather_in_schedule_hangs(tmp_path):
         assert result.interrupted_rc == 1, result.stderr[-3000:]
         assert "interrupted" in result.stdout
     assert result.leftover_pids == [], "processes of the hung run survived"
-
-
-# The opt-in policies on the same deployment, on their own exchange (the
-# log-depth one: no per-rank rows; each rank records what it sent, so the
-# rows are rebuilt from every rank's record of the same gather) through the
-# same hook. What can differ by vLLM version is the scheduler's queues,
-# covered on every lane by the policies' property tests; the hook and
-# transport are the contract's, so the release lane runs this.
-QUEUED_MODE = "on+queued-leader+max-held:4"
-# ``throttled`` (aligned, its predecessor here, was retired into it).
-THROTTLED_MODE = "on+throttled:4+max-held:4"
-HELD_BOUND = 4
-WINDOW = 4
-
-
-@pytest.fixture(scope="module")
-def policy_runs(tmp_path_factory):
-    """Both opt-in modes in one replay: one deployment each, started and
-    stopped in turn as for one mode (records per mode), one driver start-up."""
-    tmp = tmp_path_factory.mktemp("policies")
-    return _run(
-        tmp,
-        2,
-        timeout=2 * TIMEOUT_S[2],
-        extra=("--mode", f"{QUEUED_MODE},{THROTTLED_MODE}"),
-    )
 
 
 def _mode_run(result: ReplayProcess, mode: str) -> dict[str, Any]:
@@ -276,11 +315,11 @@ def _views(run_dir: Path, mode: str, policy: str) -> list[tuple[dict[str, Any], 
 
 
 @pytest.mark.lane_scope("release")
-def test_queued_leader_completes_and_ranks_agree(policy_runs):
-    result, run_dir = policy_runs
+def test_queued_leader_completes_and_ranks_agree(dp2_runs):
+    result, run_dir = dp2_runs
     run = _mode_run(result, QUEUED_MODE)
     assert run["status"] == "ok"
-    assert run["metrics"]["completed"] == WAVES * (CAP + 4)
+    assert run["metrics"]["completed"] == waves(2) * (CAP + 4)
     assert result.leftover_pids == [], "engine processes outlived the replay"
     freezes = 0
     for view, frozen in _views(run_dir, QUEUED_MODE, "queued_leader"):
@@ -313,11 +352,11 @@ def _throttled(views: list[dict[str, Any]]) -> list[bool]:
 
 
 @pytest.mark.lane_scope("release")
-def test_throttled_completes_and_ranks_agree(policy_runs):
-    result, run_dir = policy_runs
+def test_throttled_completes_and_ranks_agree(dp2_runs):
+    result, run_dir = dp2_runs
     run = _mode_run(result, THROTTLED_MODE)
     assert run["status"] == "ok"
-    assert run["metrics"]["completed"] == WAVES * (CAP + 4)
+    assert run["metrics"]["completed"] == waves(2) * (CAP + 4)
     assert result.leftover_pids == [], "engine processes outlived the replay"
     views = _views(run_dir, THROTTLED_MODE, "throttled")
     decided = [frozen for _, frozen in views]

@@ -11,9 +11,12 @@ shape, shared by the module (startup is the slow part):
 
 - head + headless: ``--data-parallel-size-local 1`` on the head, a second
   ``vllm serve --headless --data-parallel-start-rank 1`` process for rank 1
-  (a node of its own in all but the address);
-- ``--api-server-count 2`` on one node (vLLM serves ``/metrics`` from a
-  multi-process directory then);
+  (a node of its own in all but the address); the head runs
+  ``--api-server-count 2`` (vLLM serves ``/metrics`` from a multi-process
+  directory then), so this one deployment is also the several-API-servers
+  shape (issue 58: that was a deployment of its own, both engines on one
+  node; vLLM's default on such a head, internal load balancing, is as many
+  API servers as DP ranks, so the head+headless one ran two already);
 - external load balancing: one ``vllm serve --data-parallel-rank R`` per
   rank, each with its own API server.
 
@@ -144,7 +147,7 @@ def _deploy(tmp: Path, shape: str) -> Deployment:
     if shape == "head+headless":
         rpc = str(free_port())
         local = ["--data-parallel-size-local", "1", "--data-parallel-rpc-port", rpc]
-        _server(dep, "head", model, [*common, *local])
+        _server(dep, "head", model, [*common, *local, "--api-server-count", "2"])
         dep.headless.append(
             _spawn(
                 dep,
@@ -159,8 +162,6 @@ def _deploy(tmp: Path, shape: str) -> Deployment:
                 ],
             )  # fmt: skip
         )
-    elif shape == "api-servers":
-        _server(dep, "head", model, [*common, "--api-server-count", "2"])
     elif shape == "external-lb":
         rpc = str(free_port())
         for rank in (0, 1):
@@ -269,11 +270,6 @@ def head_headless(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def api_servers(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    return _shape_fixture(tmp_path_factory.mktemp("api-servers"), "api-servers")
-
-
-@pytest.fixture(scope="module")
 def external_lb(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     return _shape_fixture(tmp_path_factory.mktemp("external-lb"), "external-lb")
 
@@ -317,8 +313,12 @@ def test_head_and_headless(head_headless: Outcome) -> None:
     assert "balance scheduling active on DP rank 1" in headless_log
 
 
-def test_several_api_servers(api_servers: Outcome) -> None:
-    _check(api_servers)
+def test_several_api_servers(head_headless: Outcome) -> None:
+    """On the head of the head+headless deployment (module docstring)."""
+    _check(head_headless)
+    head_log = head_headless.dep.logs[0].read_text(errors="replace")
+    # Both API server processes of the head ran (vLLM names them).
+    assert "ApiServer_0" in head_log and "ApiServer_1" in head_log, head_log[-4000:]
 
 
 def test_external_load_balancing(external_lb: Outcome) -> None:

@@ -10,6 +10,10 @@ bands, per-rank rows and the starvation line. The verdict statistics
 themselves (A/A comparisons report no effect) are checked on a noise model
 in ``test_replay_compare.py``; the modeled-time property in
 ``test_replay_metrics.py``.
+
+The two ``off`` runs are also the control of ``test_replay_real_peers.py``
+(a peer policy on this workload; its deployment runs the peer alone): with
+no gate, no step of this workload is held.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ def test_runs_alternate_and_all_complete(replay):
 
 def test_known_effect_is_reported_with_bands(replay):
     frozen = replay.json["comparison"]["metrics"]["steps frozen"]
+    # No gate, no held step (test_replay_real_peers' control too).
     assert frozen["off"]["values"] == [0.0, 0.0]
     assert frozen["on"]["effect"] is True, frozen
     lines = replay.stdout.splitlines()

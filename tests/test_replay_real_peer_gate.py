@@ -15,6 +15,10 @@ Checked, per step:
 - negative control: a scheduler whose seam (and throttle) ignores the hold
   admits on held steps, and the same check flags it.
 
+The right scheduler and the known-bad one run in the same two spawned
+ranks on the same gloo group, one after the other, each a fresh scheduler
+(issue 58: one start-up of the ranks, which import vLLM, not two).
+
 What the real AsyncLLM deployment adds (the hooks on ``DPEngineCoreProc``)
 is exercised by ``scripts/replay`` runs recorded in docs/peer-policies.md.
 """
@@ -61,22 +65,34 @@ def _seam_ignores_hold(cls: type, vllm_scheduler: type) -> type:
     return type("Bad", (cls,), bad)
 
 
-def _rank_main(rank: int, parallel_config: Any, bad: bool, out_path: str) -> None:
-    import dataclasses
-    import inspect
-
+def _rank_main(rank: int, parallel_config: Any, out_paths: dict[str, str]) -> None:
+    """Both variants on this rank, the right one then the known-bad one
+    (``out_paths``: variant -> its rows' file), on one DP group."""
     from vllm.distributed.utils import (
         stateless_destroy_torch_distributed_process_group,
     )
+
+    parallel_config.data_parallel_rank = rank
+    parallel_config.data_parallel_rank_local = rank
+    group = parallel_config.stateless_init_dp_group()
+    for variant, out_path in out_paths.items():
+        rows = _steps(rank, group, bad=variant == "bad")
+        Path(out_path).write_text(json.dumps(rows))
+    stateless_destroy_torch_distributed_process_group(group)
+    os._exit(0)  # skip torch's store/gloo teardown (see test_gather_cadence)
+
+
+def _steps(rank: int, group: Any, bad: bool) -> list[dict[str, Any]]:
+    """:data:`STEPS` engine steps of a fresh scheduler on this rank."""
+    import dataclasses
+    import inspect
+
     from vllm.v1.core.sched.scheduler import Scheduler
 
     from tests.support.model_outputs import fake_model_output
     from tests.support.vllm_objects import make_request, make_scheduler
     from vllm_ascend_balance.replay.real.peer_gate import peer_scheduler_class
 
-    parallel_config.data_parallel_rank = rank
-    parallel_config.data_parallel_rank_local = rank
-    group = parallel_config.stateless_init_dp_group()
     cls = peer_scheduler_class(Scheduler, SPEC, lambda: 0.0)
     if bad:
         cls = _seam_ignores_hold(cls, Scheduler)
@@ -104,21 +120,25 @@ def _rank_main(rank: int, parallel_config: Any, bad: bool, out_path: str) -> Non
                 "next_hold": sched.peer_hold,
             }
         )
-    Path(out_path).write_text(json.dumps(rows))
-    stateless_destroy_torch_distributed_process_group(group)
-    os._exit(0)  # skip torch's store/gloo teardown (see test_gather_cadence)
+    return rows
 
 
-def _run(tmp_path: Path, bad: bool) -> list[list[dict[str, Any]]]:
+VARIANTS = ("ok", "bad")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[list[dict]]]:
+    """Variant (``ok``, ``bad``) -> per rank, its rows; both variants from
+    one start-up of the two ranks."""
     from vllm.config import ParallelConfig
 
+    tmp = tmp_path_factory.mktemp("peer-gate")
     config = ParallelConfig(data_parallel_size=2, data_parallel_master_ip="127.0.0.1")
-    paths = [tmp_path / f"{'bad' if bad else 'ok'}{rank}.json" for rank in range(2)]
-    joined = run_processes(
-        _rank_main, [(r, config, bad, str(paths[r])) for r in range(2)], JOIN_TIMEOUT_S
-    )
+    paths = {v: [tmp / f"{v}{rank}.json" for rank in range(2)] for v in VARIANTS}
+    args = [(r, config, {v: str(paths[v][r]) for v in VARIANTS}) for r in range(2)]
+    joined = run_processes(_rank_main, args, JOIN_TIMEOUT_S)
     assert not joined.hung and joined.exitcodes == [0, 0], joined
-    return [json.loads(p.read_text()) for p in paths]
+    return {v: [json.loads(p.read_text()) for p in paths[v]] for v in VARIANTS}
 
 
 def admitted_while_held(ranks: list[list[dict[str, Any]]]) -> list[tuple[int, int]]:
@@ -131,8 +151,8 @@ def admitted_while_held(ranks: list[list[dict[str, Any]]]) -> list[tuple[int, in
     ]
 
 
-def test_peer_holds_alike_on_every_rank_and_admits_nothing_held(tmp_path):
-    ranks = _run(tmp_path, bad=False)
+def test_peer_holds_alike_on_every_rank_and_admits_nothing_held(runs):
+    ranks = runs["ok"]
     policy = make_policy(SPEC)
     for step, rows in enumerate(zip(*ranks, strict=True)):
         # Every rank gathered the same vector, and the decision after the
@@ -147,8 +167,8 @@ def test_peer_holds_alike_on_every_rank_and_admits_nothing_held(tmp_path):
     assert held_with_waiting >= 3  # the hold really kept requests waiting
 
 
-def test_negative_control_a_seam_that_ignores_the_hold_is_caught(tmp_path):
-    ranks = _run(tmp_path, bad=True)
+def test_negative_control_a_seam_that_ignores_the_hold_is_caught(runs):
+    ranks = runs["bad"]
     assert admitted_while_held(ranks), "the known-bad seam went unnoticed"
 
 
