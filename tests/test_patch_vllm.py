@@ -152,10 +152,20 @@ def test_verification_notices_a_shadowing_vllm(unpatched_copy: Path) -> None:
 @pytest.mark.lane_scope("release")  # this package's logic, not vLLM's
 def test_reinstalled_vllm_over_a_patch_is_patched_again(unpatched_copy: Path) -> None:
     """pip reinstalling vLLM leaves the state folder (not in its RECORD) but
-    puts the release files back: apply must patch again, not say "already"."""
+    puts the release files back: apply must patch again, not say "already".
+
+    The first patch is set up in this process (``apply_series``, what the
+    command runs before its fresh-import check): the command's own apply and
+    its check are what ``test_apply_check_revert_on_a_copy_of_the_lane_install``
+    tests, and a fresh import of vLLM is the cost of a command run."""
     site = str(unpatched_copy)
     pristine = (unpatched_copy / SCHEDULER).read_bytes()
-    assert _cli("--site", site).returncode == 0
+    _, version = _lane_site()
+    tag = f"v{version}"
+    series.apply_series(
+        unpatched_copy, tag, series.read_series(series.series_root() / tag), version
+    )
+    assert series.SEAM.encode() in (unpatched_copy / SCHEDULER).read_bytes()
     (unpatched_copy / SCHEDULER).write_bytes(pristine)  # the reinstall
     stale = _cli("--check", "--site", site)
     assert stale.returncode == 1 and "stale" in stale.stdout, stale.stdout

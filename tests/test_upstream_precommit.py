@@ -9,6 +9,16 @@ Negative control: the same run on the fork's series with three known
 defects added fails each of the three hooks, and mypy by the error the
 round-5 review found (a test mixin calling a method no base defines).
 
+The hooks' outcomes are cached outside the repo like a build's outputs
+(``tests/support/vllm_precommit.py``: keyed by every file of the patched
+tree, the files checked, the hooks and their tool venvs' contents, and the
+runner's source), and stored only once a test's assertions on them held.
+Whenever any input changes (a series, a pin, a pre-commit config, a tool),
+the hooks run for real; an unchanged input replays their outcome on exactly
+that input. ``test_verdict_key_covers_the_tree`` checks that the tree part
+of the key sees a changed, added or renamed file. Delete
+``$VAB_CACHE/tools/precommit-verdicts`` to run every hook again.
+
 The commit-msg stage too: the commit the runbook exports carries vLLM's
 trailers in the form its contribution guide and its ``signoff-commit``
 hook expect.
@@ -25,7 +35,15 @@ import pytest
 
 from tests.support.lanes import REPO_ROOT, pin_tag
 from tests.support.series_tool import series
-from tests.support.vllm_precommit import patched_tree, run_hooks, series_files
+from tests.support.vllm_precommit import (
+    patched_tree,
+    recalled,
+    remember,
+    run_hooks,
+    series_files,
+    tree_digest,
+    verdict_key,
+)
 
 # Text against sdists, the tools in a venv of their own: the verdict is the
 # same on every lane, so the release lane runs it, once.
@@ -34,6 +52,17 @@ pytestmark = pytest.mark.lane_scope("release")
 SHIPPED_TAGS = sorted(
     path.parent.name for path in (REPO_ROOT / "upstream_patch").glob("v*/series")
 )
+
+
+def _outcomes(key, tree, files, mypy_cache):
+    """The hooks' outcomes on ``tree``: recalled when this exact input was
+    checked before (module docstring), else run."""
+    outcomes = recalled(key)
+    print(f"verdict {key[:12]}: {'recalled' if outcomes is not None else 'run'}")
+    if outcomes is None:
+        outcomes = run_hooks(tree, files, mypy_cache)
+    print(_report(outcomes))
+    return outcomes
 
 
 def _report(outcomes) -> str:
@@ -53,14 +82,15 @@ def test_vllm_precommit_passes_on_the_series_files(tag, tmp_path):
     assert files[0] == "tests/v1/core/test_scheduler.py", files
     assert files[-1] == series.SCHEDULER_REL, files
     tree = patched_tree(series.fetch_sdist("vllm", tag[1:]), tag, tmp_path)
-    outcomes = run_hooks(tree, files, tag)
-    print(_report(outcomes))
+    key = verdict_key(tree, files)
+    outcomes = _outcomes(key, tree, files, tag)
     ran = [o.hook for o in outcomes]
     assert {"ruff-check", "ruff-format"} <= set(ran) or {"ruff", "ruff-format"} <= set(
         ran
     ), ran
     assert any(hook.startswith("mypy") for hook in ran), ran
     assert all(o.ok for o in outcomes), _report(outcomes)
+    remember(key, outcomes)
 
 
 # The review's mypy error: a mixin whose only base is object calls super().
@@ -88,8 +118,11 @@ def test_vllm_precommit_fails_on_known_defects(tmp_path):
     test_file.write_text(text + MIXIN_DEFECT)
     scheduler = tree / series.SCHEDULER_REL
     scheduler.write_text(scheduler.read_text() + UNUSED_IMPORT + UNFORMATTED)
-    outcomes = {o.hook: o for o in run_hooks(tree, files, tag)}
-    print(_report(outcomes.values()))
+    key = verdict_key(tree, files)
+    # Its own mypy cache: the defects would otherwise evict the clean
+    # scheduler's entries the positive run of this release reuses.
+    found = _outcomes(key, tree, files, f"{tag}-defects")
+    outcomes = {o.hook: o for o in found}
     check = outcomes.get("ruff-check") or outcomes["ruff"]
     assert not check.ok and series.SCHEDULER_REL in check.modified
     assert not outcomes["ruff-format"].ok
@@ -100,6 +133,26 @@ def test_vllm_precommit_fails_on_known_defects(tmp_path):
             f"test_scheduler.py:{defect_line}: error: "
             '"_should_stop_admitting_waiting" undefined in superclass  [misc]'
         ) in outcome.output, outcome.output
+    remember(key, found)
+
+
+def test_verdict_key_covers_the_tree(tmp_path):
+    """The tree part of the verdict key changes with any file's content, an
+    added file and a renamed one, so a stored verdict is never replayed on
+    a tree it was not given for."""
+    tree = tmp_path / "tree"
+    (tree / "vllm").mkdir(parents=True)
+    (tree / "vllm" / "a.py").write_text("x = 1\n")
+    (tree / "pyproject.toml").write_text("[tool.mypy]\n")
+    seen = {tree_digest(tree)}
+    (tree / "vllm" / "a.py").write_text("x = 2\n")
+    seen.add(tree_digest(tree))
+    (tree / "vllm" / "b.py").write_text("")
+    seen.add(tree_digest(tree))
+    (tree / "vllm" / "b.py").rename(tree / "vllm" / "c.py")
+    seen.add(tree_digest(tree))
+    assert len(seen) == 4
+    assert tree_digest(tree) == tree_digest(tree)  # deterministic
 
 
 def _git(repo, *args: str) -> str:

@@ -20,19 +20,32 @@ lane venv, never committed); vLLM itself is not installed there, as in
 pre-commit's isolated hook environments (``ignore_missing_imports`` in
 vLLM's mypy config). A hook fails as pre-commit fails it: a non-zero exit,
 or a file it modified (``ruff check --fix``, ``ruff format``).
+
+Verdicts are cached like build outputs (:func:`verdict_key`,
+:func:`recalled`, :func:`remember`): the hooks' outcomes on a tree, stored
+under ``$VAB_CACHE/tools/precommit-verdicts`` by a key over everything the
+run reads (every file of the patched tree, by content; the files checked;
+each hook's id, command and requirements; each tool venv's interpreter and
+installed distributions; this module's source). Any change to any of them
+is a new key, so the hooks run for real again; an unchanged input replays
+the outcome they gave on exactly that input. Nearly all of the hooks' time
+is mypy following the scheduler's imports through all of vLLM (several
+seconds a call even with its cache warm, once per Python version a release
+pins), which an unchanged series need not pay on every run.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
@@ -197,3 +210,82 @@ def run_hooks(tree: Path, files: list[str], release: str) -> list[Outcome]:
             Outcome(hook.id, result.returncode, modified, result.stdout + result.stderr)
         )
     return outcomes
+
+
+#: Bumped when what a stored verdict holds changes.
+VERDICT_SCHEMA = 1
+
+
+def tree_digest(tree: Path) -> str:
+    """sha256 over every file under ``tree``: its relative path and the
+    sha256 of its content (symlinks by their target), in a fixed order."""
+    digest = hashlib.sha256()
+    for top, dirs, names in os.walk(tree):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(top, name)
+            rel = os.path.relpath(path, tree)
+            if os.path.islink(path):
+                content = b"link:" + os.readlink(path).encode()
+            else:
+                with open(path, "rb") as handle:
+                    content = hashlib.sha256(handle.read()).digest()
+            digest.update(rel.encode() + b"\0" + content + b"\n")
+    return digest.hexdigest()
+
+
+def _venv_identity(venv: Path) -> list[str]:
+    """A tool venv's interpreter (pyvenv.cfg) and installed distributions
+    (their dist-info directory names: name and version)."""
+    dists = sorted(p.name for p in venv.glob("lib/python*/site-packages/*.dist-info"))
+    return [(venv / "pyvenv.cfg").read_text(), *dists]
+
+
+def verdict_key(tree: Path, files: list[str]) -> str:
+    """The key of :func:`run_hooks`'s outcomes on ``files`` of ``tree``: a
+    digest of all it reads (module docstring)."""
+    found = hooks(tree)
+    inputs = {
+        "schema": VERDICT_SCHEMA,
+        "stage": STAGE,
+        "runner": _digest(Path(__file__)),
+        "files": files,
+        "hooks": [
+            [
+                h.id,
+                h.argv,
+                h.requirements,
+                _venv_identity(tool_venv(list(h.requirements))),
+            ]
+            for h in found
+        ],
+        "tree": tree_digest(tree),
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _verdict_path(key: str) -> Path:
+    return series.cache_dir() / "tools" / "precommit-verdicts" / f"{key}.json"
+
+
+def recalled(key: str) -> list[Outcome] | None:
+    """The outcomes :func:`remember` stored under ``key``, or None."""
+    try:
+        stored = json.loads(_verdict_path(key).read_text())
+    except (OSError, ValueError):
+        return None
+    return [
+        Outcome(o["hook"], o["returncode"], tuple(o["modified"]), o["output"])
+        for o in stored
+    ]
+
+
+def remember(key: str, outcomes: list[Outcome]) -> None:
+    """Stores ``outcomes`` under ``key`` (written whole, then renamed). The
+    tests call it only once their assertions on the outcomes held, so a
+    run that broke for another reason (a tool crash) is not kept."""
+    path = _verdict_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.{os.getpid()}")
+    scratch.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+    os.replace(scratch, path)
