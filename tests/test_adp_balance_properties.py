@@ -38,8 +38,8 @@ from tests.support.lockstep import Gate, Lockstep, Trace, compose
 from tests.support.scheduler_rig import BASES
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup
 
-# vLLM releases whose schedule() takes throttle_prefills; activation refuses
-# a chunk-holding policy on the ascend lane's (tests/test_throttle_hook.py).
+# vLLM releases whose schedule() takes throttle_prefills; the ascend lane's
+# holds no chunks, only admission (tests/test_throttle_hook.py).
 pytestmark = pytest.mark.lane_scope("release", "main", "fork")
 
 POLICY = "adp_balance"
