@@ -82,6 +82,9 @@ def gathered_tensors(
                 "queued": int(waiting and running >= CAP),
                 "starved": int(waiting and running == 0),
                 "hold_age": rng.randint(0, MAX_HELD) if waiting else 0,
+                # adp_balance's: a chunk in flight or held; a decode to run.
+                "context": int(rng.random() < 0.2 or (waiting and running < CAP)),
+                "decoding": int(running > 0 or not waiting),
             }
             rows.append([values[q] for q in layout.quantities])
         tensor = torch.tensor(rows, dtype=torch.int64)

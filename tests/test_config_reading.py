@@ -53,10 +53,12 @@ FIELDS = {
 VALID = {
     "balance_max_frozen_steps": st.sampled_from([1, 7, 64]),
     "balance_max_held_steps": st.sampled_from([1, 16]),
-    "balance_policy": st.sampled_from(["leader_at_cap", "queued_leader", "throttled"]),
+    "balance_policy": st.sampled_from(sorted(policies.POLICIES)),
     "balance_stall_warning_s": st.sampled_from([0.5, 60]),
     "balance_collective": st.sampled_from(["all_gather", "all_reduce_max"]),
     "balance_align_window": st.sampled_from([1, 8, 32]),
+    "balance_timeout_iters": st.sampled_from([0, 50, 200]),
+    "balance_batching_wait_iters": st.sampled_from([0, 10]),
 }
 INVALID = {
     "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5]),
@@ -65,6 +67,8 @@ INVALID = {
     "balance_stall_warning_s": st.sampled_from([-1, True, "60", float("inf")]),
     "balance_collective": st.sampled_from(["ring", 3, True]),
     "balance_align_window": st.sampled_from([0, True, "8", 2.5]),
+    "balance_timeout_iters": st.sampled_from([-1, True, "50", 2.5, 65537]),
+    "balance_batching_wait_iters": st.sampled_from([-1, True, "10", 0.5]),
     # A retired policy's key: read only to be refused, whatever its value.
     "balance_align_min_load": st.sampled_from([0, 0.5, True, "0.5"]),
 }

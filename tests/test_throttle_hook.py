@@ -76,7 +76,12 @@ def _clean_engine(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @pytest.mark.parametrize(
     ("policy", "hooked"),
-    [("throttled", True), ("queued_leader", False), ("leader_at_cap", False)],
+    [
+        ("throttled", True),
+        ("adp_balance", True),
+        ("queued_leader", False),
+        ("leader_at_cap", False),
+    ],
 )
 def test_activation_hooks_only_a_chunk_holding_policy(
     policy: str, hooked: bool

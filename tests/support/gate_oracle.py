@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """A reference model of the gate's contract, written from
 ``docs/gate-contract.md`` alone: it imports nothing of the package, and its
-two defaults (``throttled``'s hold bound, ``balance_align_window``) are read
-off that page, so a change of either in the code alone is caught.
+defaults (the chunk-holding policies' hold bounds, ``balance_align_window``,
+``balance_timeout_iters``, ``balance_batching_wait_iters``) are read off
+that page, so a change of any in the code alone is caught.
 
 One :class:`GateOracle` follows one DP group through a trace, one active
 step at a time:
@@ -21,8 +22,11 @@ Readings of the page where it leaves room (each stated where it is used):
 - ``throttled``'s ``since`` restarts where its rules say so (rules 2 and
   4, "open, ``since`` restarts"), not on a fail-open: the policy proposes
   from its own run state, then the gate's rules apply;
-- when ``balance_max_frozen_steps`` is set, ``throttled`` has no hold bound
-  ("at most one of the two bounds is set"; its 64 applies when neither is);
+- when ``balance_max_frozen_steps`` is set, ``throttled`` and
+  ``adp_balance`` have no hold bound ("at most one of the two bounds is
+  set"; their 64 applies when neither is);
+- ``adp_balance``'s counters advance by its rules on every step, a step a
+  bound opens included (the policy proposes, then the gate's rules apply);
 - a request's hold count ends when its prefill completes; a request
   preempted afterwards starts a new count (its recompute is a new prefill);
 - the hold age counts a chunk in flight on a rank with a decode whatever
@@ -41,7 +45,9 @@ from pathlib import Path
 CONTRACT_PAGE = Path(__file__).resolve().parents[2] / "docs" / "gate-contract.md"
 
 #: The policies the page specifies.
-POLICIES = ("leader_at_cap", "queued_leader", "throttled")
+POLICIES = ("leader_at_cap", "queued_leader", "throttled", "adp_balance")
+#: The policies that hold chunks.
+CHUNK_POLICIES = ("throttled", "adp_balance")
 
 
 def documented_default(pattern: str) -> int:
@@ -59,9 +65,25 @@ def throttled_default_held() -> int:
     return documented_default(r"for `throttled` (\d+) when neither bound is set")
 
 
+def adp_balance_default_held() -> int:
+    """``adp_balance``'s ``max_held_steps`` when none is set, as the page
+    says."""
+    return documented_default(r"for `adp_balance` (\d+) when neither bound is set")
+
+
 def default_align_window() -> int:
     """``balance_align_window``'s default, as the page says."""
     return documented_default(r"`balance_align_window` \(default (\d+)\)")
+
+
+def default_timeout_iters() -> int:
+    """``balance_timeout_iters``'s default, as the page says."""
+    return documented_default(r"`balance_timeout_iters` \(default (\d+)\)")
+
+
+def default_batching_wait_iters() -> int:
+    """``balance_batching_wait_iters``'s default, as the page says."""
+    return documented_default(r"`balance_batching_wait_iters` \(default (\d+)\)")
 
 
 @dataclass(frozen=True)
@@ -103,6 +125,16 @@ class RankState:
         return bool(self.waiting) and self.running == 0
 
     @property
+    def context(self) -> bool:
+        """A prefill chunk in flight, or *held*."""
+        return bool(self.chunks) or self.held
+
+    @property
+    def decoding(self) -> bool:
+        """A decode to run, or nothing running and nothing waiting."""
+        return self.decode or (self.running == 0 and not self.waiting)
+
+    @property
     def below_cap(self) -> bool:
         """Room under the cap for one more request (the seam's moment)."""
         return self.running + self.paused < self.cap
@@ -126,6 +158,8 @@ class View:
     queued: bool
     starved: bool
     hold_age: int
+    all_context: bool
+    all_decoding: bool
 
 
 @dataclass(frozen=True)
@@ -180,6 +214,8 @@ class GateOracle:
         max_held_steps: the hold bound as configured (None: unset).
         max_frozen_steps: the frozen-run bound (None: unset).
         align_window: ``throttled``'s ``W`` (None: the documented default).
+        timeout_iters, batching_wait_iters: ``adp_balance``'s ``T`` and
+            ``W`` (None: the documented defaults).
         holds: each request's hold count (current prefill).
         most_held: the largest hold count each request reached.
     """
@@ -188,11 +224,15 @@ class GateOracle:
     max_held_steps: int | None = None
     max_frozen_steps: int | None = None
     align_window: int | None = None
+    timeout_iters: int | None = None
+    batching_wait_iters: int | None = None
     holds: dict[str, int] = field(default_factory=dict)
     most_held: dict[str, int] = field(default_factory=dict)
     step: int = 0
     frozen_run: int = 0
     last_open: int | None = None
+    adp_waiting: int = 0
+    adp_batching: int = 0
 
     def __post_init__(self) -> None:
         assert self.policy in POLICIES, self.policy
@@ -201,15 +241,23 @@ class GateOracle:
         )
         if self.align_window is None:
             self.align_window = default_align_window()
+        if self.timeout_iters is None:
+            self.timeout_iters = default_timeout_iters()
+        if self.batching_wait_iters is None:
+            self.batching_wait_iters = default_batching_wait_iters()
 
     @property
     def held_bound(self) -> int | None:
-        """The hold bound in force: as configured, else ``throttled``'s
+        """The hold bound in force: as configured, else the policy's
         documented default when no bound at all is configured."""
         if self.max_held_steps is not None:
             return self.max_held_steps
-        if self.policy == "throttled" and self.max_frozen_steps is None:
+        if self.max_frozen_steps is not None:
+            return None
+        if self.policy == "throttled":
             return throttled_default_held()
+        if self.policy == "adp_balance":
+            return adp_balance_default_held()
         return None
 
     def restart(self) -> None:
@@ -217,6 +265,7 @@ class GateOracle:
         (hold counts are per request, not run state)."""
         self.frozen_run = 0
         self.last_open = None
+        self.adp_waiting = self.adp_batching = 0
 
     def view(self, ranks: Sequence[RankState]) -> View:
         caps = {r.cap for r in ranks}
@@ -232,6 +281,8 @@ class GateOracle:
                 (self.holds.get(rid, 0) for r in ranks for rid in r.holdable()),
                 default=0,
             ),
+            all_context=all(r.context for r in ranks),
+            all_decoding=all(r.decoding for r in ranks),
         )
 
     def propose(self, v: View) -> tuple[bool, bool, str]:
@@ -240,6 +291,8 @@ class GateOracle:
             return (v.leader == v.cap, False, "leader at cap")
         if self.policy == "queued_leader":
             return (v.queued, False, "queued")
+        if self.policy == "adp_balance":
+            return self.propose_adp(v)
         if not v.held:
             return (True, False, "nothing held")
         if v.starved:
@@ -254,6 +307,25 @@ class GateOracle:
             return (True, True, f"since {since} < {wait}")
         return (False, False, f"since {since} >= {wait}")
 
+    def propose_adp(self, v: View) -> tuple[bool, bool, str]:
+        """``adp_balance``'s rules 1 and 2; advances its two counters."""
+        assert self.timeout_iters is not None
+        assert self.batching_wait_iters is not None
+        if v.all_context:
+            self.adp_waiting = 0
+            if not v.all_decoding:
+                return (False, False, "all context, not all decoding")
+            if self.adp_batching < self.batching_wait_iters:
+                self.adp_batching += 1
+                return (True, True, f"batching {self.adp_batching}")
+            self.adp_batching = 0
+            return (False, False, "batched")
+        self.adp_waiting += 1
+        if not v.all_decoding or self.adp_waiting >= self.timeout_iters:
+            waited, self.adp_waiting = self.adp_waiting, 0
+            return (False, False, f"waited {waited}, all decoding {v.all_decoding}")
+        return (True, True, f"waiting {self.adp_waiting} < {self.timeout_iters}")
+
     def decide(self, ranks: Sequence[RankState]) -> Expected:
         """The decision of the next step, from every rank's state at the
         exchange; advances the run state."""
@@ -262,7 +334,7 @@ class GateOracle:
         if not hold_waiting and self.policy == "throttled":
             self.last_open = self.step  # its rules 2 and 4: since restarts
         # Chunks only for alignment: a policy that declares it, a held rank.
-        hold_chunks = hold_chunks and self.policy == "throttled" and v.held
+        hold_chunks = hold_chunks and self.policy in CHUNK_POLICIES and v.held
         fail_open = False
         bound = self.held_bound
         if (hold_waiting or hold_chunks) and bound is not None and v.hold_age >= bound:

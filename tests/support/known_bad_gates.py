@@ -9,14 +9,19 @@ is checked. A gate variant is a mixin put in front of the package's class
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from tests.support.lockstep import Gate, Group, Make, compose
 from vllm_ascend_balance.gate.holds import HoldLedger
+from vllm_ascend_balance.gate.policies import Decision, adp_balance
+from vllm_ascend_balance.gate.policies.base import Decide
 from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
+from vllm_ascend_balance.gate.signals import View
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 
 
@@ -28,6 +33,65 @@ def with_gate(gate: type, make: Make = compose) -> Make:
         return type(f"{gate.__name__}{base.__name__}", (gate, make(base, settings)), {})
 
     return made
+
+
+def with_decide(decide: Decide, make: Make = compose) -> Make:
+    """The class ``make`` builds with its policy's decision replaced by
+    ``decide`` (the same name, knobs, signals and bounds): a known-bad
+    rule."""
+
+    @functools.cache
+    def made(base: type, settings: Gate) -> type:
+        cls = make(base, settings)
+        plan = cls.balance_plan()
+        policy = dataclasses.replace(plan.policy, decide=decide)
+        bad = dataclasses.replace(plan, policy=policy)
+        return type(f"Bad{cls.__name__}", (cls,), {"_balance_plan": bad})
+
+    return made
+
+
+_T, _W = adp_balance.TIMEOUT.key, adp_balance.BATCHING_WAIT.key
+_HOLD = Decision(True, True, "bad")
+_OPEN = Decision(False, False, "bad")
+
+
+def adp_batching_never_reset(
+    state: tuple[int, int], view: View, knobs: Mapping[str, Any]
+) -> tuple[tuple[int, int], Decision]:
+    """``adp_balance`` whose batching counter stays at W after its first
+    batching wait: synchronised ranks never wait to batch again."""
+    waiting, batching = state
+    if view.all_context and view.all_decoding:
+        if batching < knobs[_W]:
+            return (0, batching + 1), _HOLD
+        return (0, batching), _OPEN
+    return adp_balance.decide(state, view, knobs)
+
+
+def adp_timeout_late(
+    state: tuple[int, int], view: View, knobs: Mapping[str, Any]
+) -> tuple[tuple[int, int], Decision]:
+    """``adp_balance`` opening on its timeout one step late (``>`` for
+    ``>=``)."""
+    waiting, batching = state
+    if not view.all_context and view.all_decoding and waiting + 1 == knobs[_T]:
+        return (waiting + 1, batching), _HOLD
+    return adp_balance.decide(state, view, knobs)
+
+
+def adp_holds_without_decodes(
+    state: tuple[int, int], view: View, knobs: Mapping[str, Any]
+) -> tuple[tuple[int, int], Decision]:
+    """``adp_balance`` that ignores "some rank has no generation work"
+    while unsynchronised: it holds a rank that then has nothing to run."""
+    waiting, batching = state
+    if not view.all_context and not view.all_decoding:
+        waiting += 1
+        if waiting >= knobs[_T]:
+            return (0, batching), _OPEN
+        return (waiting, batching), _HOLD
+    return adp_balance.decide(state, view, knobs)
 
 
 class LeakyGate(BalanceSchedulerMixin):
@@ -126,7 +190,7 @@ def per_rank_counter(base: type, gate: Gate) -> type:
     """:class:`PerRankCounter` with N = the gate's ``max_frozen_steps``,
     over the same policy unbounded."""
     assert gate.max_frozen_steps is not None
-    unbounded = Gate(gate.policy, align_window=gate.align_window)
+    unbounded = dataclasses.replace(gate, max_frozen_steps=None)
     return _per_rank(base, unbounded, gate.max_frozen_steps)
 
 

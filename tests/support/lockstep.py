@@ -81,12 +81,18 @@ class Gate:
     max_held_steps: int | None = None
     max_frozen_steps: int | None = None
     align_window: int | None = None
+    timeout_iters: int | None = None
+    batching_wait_iters: int | None = None
 
     def settings(self) -> GateSettings:
-        knobs = (
-            (("balance_align_window", self.align_window),)
-            if self.align_window is not None
-            else ()
+        knobs = tuple(
+            (key, value)
+            for key, value in (
+                ("balance_align_window", self.align_window),
+                ("balance_timeout_iters", self.timeout_iters),
+                ("balance_batching_wait_iters", self.batching_wait_iters),
+            )
+            if value is not None
         )
         # The simulated group serves all_gather only; both exchanges give
         # the same view (tests/test_collectives.py).
@@ -104,6 +110,8 @@ class Gate:
             max_held_steps=self.max_held_steps,
             max_frozen_steps=self.max_frozen_steps,
             align_window=self.align_window,
+            timeout_iters=self.timeout_iters,
+            batching_wait_iters=self.batching_wait_iters,
         )
 
 

@@ -73,15 +73,38 @@ def _hold_age(s: Any, cap: int) -> int:
     return int(s.balance_hold_age())
 
 
+def _chunk_in_flight(running: Any) -> bool:
+    # vLLM's own flag: what schedule(throttle_prefills=True) defers.
+    return any(getattr(r, "is_prefill_chunk", False) for r in running)
+
+
+def _context(s: Any, cap: int) -> int:
+    return int(_chunk_in_flight(s.running) or _held(s, cap))
+
+
+def _decoding(s: Any, cap: int) -> int:
+    running = s.running
+    if not running:
+        # TensorRT-LLM pads a rank with no active request at all with one
+        # dummy generation request; a request waiting here is active there.
+        return int(not has_held_waiting(s))
+    return int(any(not getattr(r, "is_prefill_chunk", False) for r in running))
+
+
 #: Quantity name -> reader. ``hold_age`` is the gate's own (the oldest hold
 #: of the rank's work that the next step could hold,
-#: :mod:`~vllm_ascend_balance.gate.holds`).
+#: :mod:`~vllm_ascend_balance.gate.holds`). ``context`` (a prefill chunk in
+#: flight, or ``held``) and ``decoding`` (a running request past its
+#: prompt, or no work at all) are TensorRT-LLM's per-rank context and
+#: generation counts read as flags (``adp_balance``).
 QUANTITIES: dict[str, Reader] = {
     "running": _running,
     "held": _held,
     "queued": _queued,
     "starved": _starved,
     "hold_age": _hold_age,
+    "context": _context,
+    "decoding": _decoding,
 }
 
 
@@ -118,6 +141,18 @@ SIGNALS: dict[str, Signal] = {
             "hold_age",
             "max",
             "the oldest hold any rank could be held again",
+        ),
+        Signal(
+            "all_context",
+            "context",
+            "min",
+            "every rank has a prefill chunk in flight or is held",
+        ),
+        Signal(
+            "all_decoding",
+            "decoding",
+            "min",
+            "every rank has a decode to run, or no work at all",
         ),
     )
 }

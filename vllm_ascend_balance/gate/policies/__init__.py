@@ -15,7 +15,12 @@ A new policy is its module here, one line in :data:`POLICIES` (or
 
 from __future__ import annotations
 
-from vllm_ascend_balance.gate.policies import leader_at_cap, queued_leader, throttled
+from vllm_ascend_balance.gate.policies import (
+    adp_balance,
+    leader_at_cap,
+    queued_leader,
+    throttled,
+)
 from vllm_ascend_balance.gate.policies.base import OPEN, Decision, Knob, Policy
 
 __all__ = [
@@ -31,7 +36,13 @@ __all__ = [
 
 #: The policies by ``balance_policy`` name; the first is the contract.
 POLICIES: dict[str, Policy] = {
-    p.name: p for p in (leader_at_cap.POLICY, queued_leader.POLICY, throttled.POLICY)
+    p.name: p
+    for p in (
+        leader_at_cap.POLICY,
+        queued_leader.POLICY,
+        throttled.POLICY,
+        adp_balance.POLICY,
+    )
 }
 
 #: Names that were policies once, and the one to use instead.
