@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """``benchmarks/compare_policies.py`` end to end on its smallest case: two
-seeds of ``starvation-dp4`` with the baseline and every peer at its defaults
-on the simulated engine (real vLLM schedulers; the peer policies run
-through the seam on this release), then ``--render`` from the JSON it
-wrote. Most of its time is the two replays' start-up.
+seeds of ``starvation-dp4`` with the baseline, the recommended setting and
+one peer at its defaults on the simulated engine (real vLLM schedulers; the
+peer runs through the seam on this release), then ``--render`` from the
+JSON it wrote (one replay process per seed: ``--jobs 1``). It checks the
+script's plumbing, not the modes: every peer and setting runs in the
+simulated engine's own tests (``tests/test_replay_sim*.py``). Most of its
+time is the two replays' start-up.
 
 Only the shape is checked (the numbers are the model's); the negative
 control is the per-seed values themselves: the two seeds draw different
@@ -25,7 +28,11 @@ from tests.support.lanes import REPO_ROOT
 pytestmark = pytest.mark.lane_scope("release")
 
 SCRIPT = REPO_ROOT / "benchmarks" / "compare_policies.py"
-MODES = [settings.BASELINE, *(f.default for f in settings.PEERS if f.default)]
+MODES = [
+    settings.BASELINE,
+    settings.RECOMMENDED,
+    next(f.default for f in settings.PEERS if f.default),
+]
 
 
 def _run(*flags: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +47,10 @@ def _run(*flags: str) -> subprocess.CompletedProcess[str]:
 
 def test_two_seeds_write_the_tables_and_render_again(tmp_path: Path) -> None:
     out = tmp_path / "p"
-    done = _run("--seeds", "0", "1", "--modes", ",".join(MODES), "--out", str(out))
+    done = _run(
+        "--seeds", "0", "1", "--modes", ",".join(MODES), "--jobs", "1",
+        "--out", str(out),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     records = json.loads(out.with_suffix(".json").read_text())
     assert [r["case"] for r in records] == ["starvation-dp4"]
