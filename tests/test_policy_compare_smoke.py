@@ -61,7 +61,10 @@ def test_two_seeds_write_the_tables_and_render_again(tmp_path: Path) -> None:
     assert runs[0]["values"]["off"]["goodput"] >= 0
     text = out.with_suffix(".md").read_text()
     assert "**starvation-dp4** (seeds 0, 1" in text and " ± " in text
-    rows = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `")]
+    case_table = text[text.index("**starvation-dp4**") :]
+    rows = [
+        line.split("`")[1] for line in case_table.splitlines() if line.startswith("| `")
+    ]
     assert rows == MODES
     out.with_suffix(".md").unlink()
     again = subprocess.run(
