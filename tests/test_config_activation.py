@@ -41,8 +41,13 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.interface import SchedulerInterface
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from tests.support.balance_configs import (
+    OFF,
+    ON,
+    assert_one_line_error,
+    vllm_config,
+)
 from tests.support.processes import run_processes
-from tests.support.vllm_objects import make_vllm_config
 from vllm_ascend_balance.gate.scheduler import SEAM, BalanceSchedulerMixin
 from vllm_ascend_balance.wiring import (
     activation,
@@ -75,8 +80,6 @@ UPSTREAM_RUN = engine_chain.current_target()
 # Where vllm-ascend is installed its balance patch replaces the module-level
 # ``Scheduler`` once imported, so the class a sync config resolves to is read
 # as ``sched_mod.Scheduler`` when a test asserts, not bound at import.
-ON = {"scheduler_config": {"enable_balance_scheduling": True}}
-OFF = {"scheduler_config": {"enable_balance_scheduling": False}}
 
 
 class CustomScheduler(Scheduler):
@@ -85,18 +88,6 @@ class CustomScheduler(Scheduler):
 
 class InterfaceOnlyScheduler(SchedulerInterface):  # type: ignore[misc]
     """Implements the interface, not a ``Scheduler``: no seam to override."""
-
-
-def vllm_config(additional: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-    kwargs.setdefault("data_parallel_size", 2)
-    return make_vllm_config(additional_config=additional, **kwargs)
-
-
-def assert_one_line_error(exc: BaseException, *needles: str) -> None:
-    message = str(exc)
-    assert "\n" not in message, message
-    for needle in needles:
-        assert needle in message, (needle, message)
 
 
 @pytest.fixture(autouse=True)

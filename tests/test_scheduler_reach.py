@@ -27,7 +27,12 @@ import pytest
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from tests.support.vllm_objects import make_vllm_config
+from tests.support.balance_configs import (
+    OFF,
+    ON,
+    assert_one_line_error,
+    vllm_config,
+)
 from vllm_ascend_balance.gate.scheduler import SEAM, BalanceSchedulerMixin
 from vllm_ascend_balance.wiring import activation_plan, composition, reach
 from vllm_ascend_balance.wiring.config import SETTING, BalanceConfigError
@@ -36,24 +41,9 @@ from vllm_ascend_balance.wiring.config import SETTING, BalanceConfigError
 # release decide what reaches the seam; VllmConfig's scheduler_cls
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
-ON = {"scheduler_config": {"enable_balance_scheduling": True}}
-OFF = {"scheduler_config": {"enable_balance_scheduling": False}}
-
 
 class CustomScheduler(Scheduler):
     """A ``scheduler_cls`` of the kind vllm-ascend ships."""
-
-
-def vllm_config(additional: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-    kwargs.setdefault("data_parallel_size", 2)
-    return make_vllm_config(additional_config=additional, **kwargs)
-
-
-def assert_one_line_error(exc: BaseException, *needles: str) -> None:
-    message = str(exc)
-    assert "\n" not in message, message
-    for needle in needles:
-        assert needle in message, (needle, message)
 
 
 # --------------------------------------------------------------------------
