@@ -49,6 +49,7 @@ from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.render import markdown  # noqa: E402
 from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
 from benchmarks.policies.runs import command, run_seed  # noqa: E402
+from benchmarks.policies.verdicts import held_out_modes  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -112,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=list(settings.SEEDS))
     p.add_argument("--modes", help="comma-separated modes instead of the table's")
     p.add_argument(
+        "--held-out", action="store_true",
+        help="the held-out run: the seeds drawn from settings.FROZEN_AT, per "
+        "case the modes the design table judged (ours, each peer's default "
+        "and tuned point), written to benchmarks/results/policies_heldout",
+    )  # fmt: skip
+    p.add_argument(
         "--out",
         help="writes OUT.json and OUT.md (default: benchmarks/results/policies "
         "for the full matrix; a partial one goes to the temporary directory, "
@@ -148,12 +155,21 @@ def main(argv: list[str] | None = None) -> int:
                 "(give the root of an exported checkout)"
             )
         code = (where, args.code_label or where.name)
+    design: dict[str, dict[str, Any]] = {}
+    if args.held_out:
+        try:
+            args.seeds = settings.held_out_seeds(settings.FROZEN_AT)
+        except ValueError as error:
+            raise SystemExit(f"--held-out: {error} (settings.FROZEN_AT)") from None
+        design = {r["case"]: r for r in _load(RESULTS / "policies.json")}
     partial = bool(
         args.cases or args.quick or args.modes or args.cost
-        or sorted(args.seeds) != sorted(settings.SEEDS)
+        or (sorted(args.seeds) != sorted(settings.SEEDS) and not args.held_out)
     )  # fmt: skip
     if args.out:
         out = Path(args.out)
+    elif args.held_out:
+        out = RESULTS / "policies_heldout"
     elif partial and not args.render:
         out = Path(tempfile.gettempdir()) / "vab-policies-partial"
         print(f"a partial matrix: writing {out}.json and .md", file=sys.stderr)
@@ -182,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
             return [settings.BASELINE, settings.RECOMMENDED]
         if args.modes:
             return list(args.modes.split(","))
+        if args.held_out:
+            if case.key not in design:
+                raise SystemExit(f"--held-out: {case.key} has no design row")
+            return held_out_modes(design[case.key])
         return settings.all_modes(args.quick, case.points)
 
     if args.cost:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import settings
+from . import settings, stats
 from .judging import METRICS, Values, tuned
 from .runs import case_values
 from .stats import t_interval
@@ -73,11 +73,47 @@ def grids_ran(records: list[dict[str, Any]]) -> list[str]:
     return [f"- {', '.join(keys)}: {what}" for what, keys in groups.items()]
 
 
+def _t_text(n: int) -> str:
+    if n < 2:
+        return "no interval from one seed"
+    return f"{stats.t_quantile(n - 1):.2f} at {n} seeds"
+
+
+def held_out(seeds: list[int]) -> bool:
+    """Whether ``seeds`` are the held-out seeds drawn from ``FROZEN_AT``."""
+    return bool(settings.FROZEN_AT) and seeds == settings.held_out_seeds(
+        settings.FROZEN_AT
+    )
+
+
+def seed_provenance(seeds: list[int]) -> str:
+    """Which seeds these are: seen during the design, or held out (drawn
+    from the commit that fixed our settings, :func:`settings.held_out_seeds`),
+    with the commit order."""
+    seen = [s for s in seeds if s in settings.SEEN_SEEDS]
+    if held_out(seeds):
+        return (
+            f"**Held-out seeds** {seeds}: drawn by `settings.held_out_seeds` from "
+            f"commit `{settings.FROZEN_AT[:10]}`, which fixed our settings "
+            "(`OURS`, `RECOMMENDED`) before any of these seeds ran; this table "
+            "was committed after it. The peers' tuned points are those picked "
+            "on the design seeds."
+        )
+    if seen == seeds:
+        return (
+            f"**Design seeds** {seeds}: seen while our settings were designed "
+            "(`settings.SEEN_SEEDS` says when each was read); the held-out "
+            "table (`policies_heldout.md`) is the one no setting was tuned on."
+        )
+    return f"Seeds {seeds}: neither the design set nor the drawn held-out set."
+
+
 def markdown(records: list[dict[str, Any]], vllm_version: str) -> str:
     seeds = sorted({r["seed"] for rec in records for r in rec["runs"]})
+    by = settings.HELD_OUT_COMMAND if held_out(seeds) else settings.COMMAND
     lines = [
         "<!-- written by benchmarks/compare_policies.py -->",
-        f"Written by `{settings.COMMAND}` (the main lane's venv) in one "
+        f"Written by `{by}` (the main lane's venv) in one "
         "invocation; `--render` rewrites this file from the JSON next to it.",
         "",
         f"Simulated engine on vLLM {vllm_version} (real vLLM schedulers in lock "
@@ -86,7 +122,8 @@ def markdown(records: list[dict[str, Any]], vllm_version: str) -> str:
         "per mode and seed (the engine is deterministic: the spread is the "
         "workload's). Each cell: mean ± half-width of the 95 % Student-t "
         "interval over the seeds' values (t with n-1 degrees of freedom: "
-        "4.30 at 3 seeds). Comparisons use the t-interval of "
+        f"{_t_text(len(seeds))}). "
+        "Comparisons use the t-interval of "
         "the per-seed paired relative differences. Goodput (the SLO pair): "
         f"requests meeting TTFT <= {settings.SLO_TTFT_MS:g} ms and TPOT <= "
         f"{settings.SLO_TPOT_MS:g} ms, per modeled second. A family's tuned "
@@ -95,6 +132,8 @@ def markdown(records: list[dict[str, Any]], vllm_version: str) -> str:
         "log(TTFT p50/off) + log(TPOT p99/off). No oracle: each peer is "
         "judged as one setting (its default, or its tuned point), never the "
         "best of several per cell.",
+        "",
+        seed_provenance(seeds),
         "",
         "What ran (ours and each peer family cut to the same grid per case; "
         "the first points of each list in `benchmarks/policies/settings.py`):",

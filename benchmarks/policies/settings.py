@@ -158,6 +158,8 @@ PEERS: tuple[PeerFamily, ...] = (
 
 #: The one command that writes ``benchmarks/results/policies.{md,json}``.
 COMMAND = "python benchmarks/compare_policies.py --jobs 1"
+#: The one command that writes ``benchmarks/results/policies_heldout.*``.
+HELD_OUT_COMMAND = f"{COMMAND} --held-out"
 
 #: Workload seeds per case: each seed is a different sample of the case's
 #: workload (see :mod:`.cases`); the intervals are across them.

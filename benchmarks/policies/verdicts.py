@@ -52,6 +52,15 @@ def peer_modes(rv: dict[str, str]) -> list[str]:
     return [m for label, m in rv.items() if label != settings.BASELINE]
 
 
+def held_out_modes(design: dict[str, Any]) -> list[str]:
+    """What a case runs on the held-out seeds, from its design ``record``:
+    the baseline, ours that ran, each peer family's default and the point
+    tuned on the design seeds (:func:`rivals`)."""
+    values = case_values(design)
+    ours = [m for m in settings.OURS if m in values]
+    return [settings.BASELINE, *ours, *peer_modes(rivals(values))]
+
+
 def _held(values: Values, mode: str, rivals_: list[str], margin: float | None) -> int:
     return sum(h.held for h in held_cells(values, mode, rivals_, SCORED, margin))
 
