@@ -161,8 +161,10 @@ COMMAND = "python benchmarks/compare_policies.py --jobs 1"
 #: The one command that writes ``benchmarks/results/policies_heldout.*``.
 HELD_OUT_COMMAND = f"{COMMAND} --held-out"
 
-#: Workload seeds per case: each seed is a different sample of the case's
-#: workload (see :mod:`.cases`); the intervals are across them.
+#: Workload seeds per case (the design seeds): each seed is a different
+#: sample of the case's workload (see :mod:`.cases`); the intervals are
+#: across them. Seen throughout the design (:data:`SEEN_SEEDS`); the
+#: held-out run draws :data:`HELD_OUT_COUNT` others.
 SEEDS: tuple[int, ...] = (0, 1, 2)
 
 #: Every seed looked at before the current settings were fixed: 0-2
@@ -175,7 +177,7 @@ SEED_RANGE = range(116)
 HELD_OUT_COUNT = 5
 #: The commit that fixed :data:`OURS` and :data:`RECOMMENDED` before the
 #: held-out run ("" until then): the held-out seeds are drawn from it.
-FROZEN_AT = ""
+FROZEN_AT = "b3a30e912abb9d1d7c37425e49ec8c05ef0b7fce"
 
 
 def held_out_seeds(frozen_at: str, count: int = HELD_OUT_COUNT) -> list[int]:
