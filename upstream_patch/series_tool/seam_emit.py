@@ -91,7 +91,7 @@ def _insert_method(source: str, text: str) -> str:
     return "".join(lines)
 
 
-def _lines_of(lines: list[str], node: ast.AST) -> list[str]:
+def _lines_of(lines: list[str], node: ast.stmt) -> list[str]:
     assert node.end_lineno is not None
     return lines[node.lineno - 1 : node.end_lineno]
 
