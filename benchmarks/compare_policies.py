@@ -232,10 +232,12 @@ def main(argv: list[str] | None = None) -> int:
                     # no longer in it (an earlier grid's) are cut.
                     run = prune(run, modes_of(case))
                     run["command"] = command(run["args"], list(run["values"]))
-                rec["runs"] = sorted(
-                    [*(r for r in rec["runs"] if r["seed"] != seed), run],
-                    key=lambda r: r["seed"],
-                )
+                # The full matrix keeps only its own seeds (a stored run of
+                # another seed set, e.g. an earlier held-out draw, is cut).
+                kept = [r for r in rec["runs"] if r["seed"] != seed]
+                if not partial:
+                    kept = [r for r in kept if r["seed"] in seeds]
+                rec["runs"] = sorted([*kept, run], key=lambda r: r["seed"])
                 # Written after every run: a long matrix keeps what it ran.
                 _write(out, records, vllm.__version__, not args.cost)
     if args.cost:
