@@ -77,6 +77,8 @@ def _run(options: ReplayOptions, workload: Workload) -> int:
     shared = " (peers too)" if options.peer_router == "shared" else ""
     if options.peer_timing == "gate" or options.engine != "sim":
         shared += ", peers decide on the previous step"
+    if (options.sglang_passes, options.sglang_defer) != ("mixed", "throttle"):
+        shared += f", SGLang {options.sglang_passes} + {options.sglang_defer}"
     print(
         f"replay: {summary['requests']} requests from {summary['source']} over "
         f"{summary['span_s']:g} modeled s; DP {options.dp}, cap "

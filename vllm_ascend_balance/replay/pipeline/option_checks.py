@@ -52,6 +52,15 @@ def check_combination(options: Any, modes: Sequence[Mode]) -> None:
             "routes with vLLM's balancer); add --engine sim or use "
             "--routing vllm"
         )
+    for name, value, default in (
+        ("--sglang-passes", options.sglang_passes, "mixed"),
+        ("--sglang-defer", options.sglang_defer, "throttle"),
+    ):
+        if value != default and options.engine != "sim":
+            raise ValueError(
+                f"{name} {value}: the SGLang variants run in the simulated "
+                f"engine only; add --engine sim or drop {name}"
+            )
     own = next(
         (
             m.label

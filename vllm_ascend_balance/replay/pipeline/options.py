@@ -42,6 +42,11 @@ ROUTINGS = ("vllm", "round-robin", "trtllm-adp")
 PEER_ROUTERS = ("own", "shared")
 #: ``--peer-timing``: what a peer decides on (sim/peer_step.py).
 PEER_TIMINGS = ("source", "gate")
+#: ``--sglang-passes``: how an SGLang peer's rank runs prefill next to decodes
+#: (sim/sglang_rounds.py).
+SGLANG_PASSES = ("mixed", "two-pass", "prefill-first")
+#: ``--sglang-defer``: which chunks in flight SGLang's interval holds.
+SGLANG_DEFERS = ("throttle", "every-rank")
 _IN, _DEP, _CMP, _OUT = "input", "deployment", "comparison", "output"
 #: The gate's policies in the ``--mode`` grammar, from their registry.
 _OUR_MODES = ", ".join(policy_usage(p).split(";")[0] for p in POLICIES.values())
@@ -103,6 +108,25 @@ class ReplayOptions:
         "where the gate gathers (--engine sim; the real engine's peers always "
         "decide there)",
         choices=PEER_TIMINGS, group=_IN,
+    )  # fmt: skip
+    sglang_passes: str = option(
+        "mixed",
+        "SGLang peers (--engine sim): mixed: a rank's prefill and decodes run "
+        "in one vLLM mixed batch (SGLang's --enable-mixed-chunk); two-pass: "
+        "the same, but such a step costs a prefill pass plus a decode pass "
+        "(one more --step-ms); prefill-first: SGLang's default (no mixed "
+        "chunk), a rank that runs prefill in a round runs none of its "
+        "decodes in it",
+        choices=SGLANG_PASSES, group=_IN,
+    )  # fmt: skip
+    sglang_defer: str = option(
+        "throttle",
+        "SGLang's prefill-decode interval (--engine sim): throttle: a "
+        "deferred round holds chunks in flight through vLLM's prefill "
+        "throttle (only on a rank that has decodes and whose last undeferred "
+        "pass left no request waiting); every-rank: on every rank, as "
+        "SGLang's _should_defer_prefill",
+        choices=SGLANG_DEFERS, group=_IN,
     )  # fmt: skip
     # deployment
     dp: int = option(2, "data-parallel size", ge=1, group=_DEP)

@@ -55,6 +55,9 @@ class SimOptions:
         peer_router: ``"own"``: a peer that ships its own router
             (``PeerPolicy.routing``, TensorRT-LLM's) runs behind it;
             ``"shared"``: behind :attr:`routing`, like every other mode.
+        sglang_passes, sglang_defer: how an SGLang peer's rank runs prefill
+            next to decodes, and which chunks its interval holds
+            (:mod:`.sglang_rounds`; the defaults keep vLLM's behaviour).
     """
 
     dp_size: int = 2
@@ -70,6 +73,8 @@ class SimOptions:
     kv_cache_tokens: int | None = None
     peer_router: str = "own"
     peer_timing: str = "source"
+    sglang_passes: str = "mixed"
+    sglang_defer: str = "throttle"
 
 
 def _vllm_config(

@@ -47,6 +47,8 @@ def sim_options(options: ReplayOptions, mode: Mode | None = None) -> SimOptions:
         routing=options.routing,
         peer_router=options.peer_router,
         peer_timing=options.peer_timing,
+        sglang_passes=options.sglang_passes,
+        sglang_defer=options.sglang_defer,
         kv_cache_tokens=options.kv_cache_tokens,
         prefill_schedule_interval=mode.prefill_schedule_interval if mode else None,
     )

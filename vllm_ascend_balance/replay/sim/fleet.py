@@ -43,6 +43,7 @@ from vllm_ascend_balance.replay.sim.build import (
 from vllm_ascend_balance.replay.sim.dp_group import BoardGroup, GatherBoard
 from vllm_ascend_balance.replay.sim.peer_step import PeerStep
 from vllm_ascend_balance.replay.sim.routing import Router
+from vllm_ascend_balance.replay.sim.sglang_rounds import SGLangRounds, batch_cost_ms
 
 __all__ = [
     "SimOptions",
@@ -139,7 +140,9 @@ def simulate(
             opts, balance, model_dir, extra, peer_gate=peer is not None
         )
     n = opts.dp_size
-    peers = PeerStep(peer, scheds, opts.peer_timing) if peer is not None else None
+    sgl = SGLangRounds(opts.sglang_passes, opts.sglang_defer)
+    peers = PeerStep(peer, scheds, opts.peer_timing, sgl) if peer is not None else None
+    two_pass = peers is not None and peers.rounds is not None and sgl.two_pass
     peer_routing = peers.policy.routing if peers and opts.peer_router == "own" else None
     cls = type(scheds[0])
     cap = admission_cap(scheds[0])
@@ -222,12 +225,7 @@ def simulate(
                 if so.total_num_scheduled_tokens == 0:
                     batch = Batch(new_requests=batch.new_requests)  # dummy
             batches.append(batch)
-        costs = [
-            cost.rank_cost_ms(
-                b.prefill_tokens, b.decode_requests, b.decode_context_tokens
-            )
-            for b in batches
-        ]
+        costs = [batch_cost_ms(cost, b, two_pass) for b in batches]
         step_ms = lockstep_ms(costs)
         for rank, sched in enumerate(scheds):
             b = batches[rank]

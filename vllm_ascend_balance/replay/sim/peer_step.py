@@ -28,6 +28,8 @@ from vllm_ascend_balance.replay.peers import (
     make_policy,
     rank_state,
 )
+from vllm_ascend_balance.replay.peers.sglang_delayer import SGLangPrefillDelayer
+from vllm_ascend_balance.replay.sim.sglang_rounds import SGLangRounds
 
 
 class PeerStep:
@@ -37,13 +39,20 @@ class PeerStep:
     vector: ``tests/test_peer_policies.py`` checks that property, with skewed
     clocks), applied through each scheduler's ``peer_hold`` and, on a step
     whose hold also covers chunks, ``throttle_prefills`` where ``schedule()``
-    has it."""
+    has it. ``rounds``: the SGLang variants, for SGLang's peers only
+    (:mod:`.sglang_rounds`)."""
 
     def __init__(
-        self, peer: str, scheds: Sequence[Any], timing: str = "source"
+        self,
+        peer: str,
+        scheds: Sequence[Any],
+        timing: str = "source",
+        rounds: SGLangRounds | None = None,
     ) -> None:
         self.scheds = scheds
         self.policy = make_policy(peer)
+        sglang = isinstance(self.policy, SGLangPrefillDelayer)
+        self.rounds = rounds if sglang else None
         #: ``timing`` "gate": decide on the previous step's end state whatever
         #: the source sees (what the real engine's peer gate can do).
         self.sees_previous = timing == "gate" or self.policy.sees_previous_step
@@ -82,7 +91,12 @@ class PeerStep:
         prefills."""
         sched = self.scheds[rank]
         self.had_work[rank] = self.histories[rank].before(sched, self.throttle_chunks)
-        return self.holds[rank] and self.throttle_chunks
+        throttled = self.holds[rank] and self.throttle_chunks
+        if self.rounds is not None:
+            deferred = self.policy.holds_chunks()
+            held = self.holds[rank]
+            self.rounds.before_schedule(rank, sched, held, deferred, throttled)
+        return throttled
 
     def after_schedule(self, rank: int, so: Any) -> None:
         sched = self.scheds[rank]
@@ -103,6 +117,8 @@ class PeerStep:
             attempted=None if self.policy.holds_chunks() else self.states[rank],
             extended=extended,
         )
+        if self.rounds is not None:
+            self.rounds.after_schedule(rank, sched, so)
 
     def end_step(self, now_s: float) -> None:
         """The state at the end of a step (after ``update_from_output``):
