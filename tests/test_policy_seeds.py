@@ -13,9 +13,11 @@ each check has a negative control.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
-from benchmarks.policies import judging, settings
+from benchmarks.policies import cases, judging, settings
 from benchmarks.policies.render import markdown
 from benchmarks.policies.verdicts import held_out_modes
 
@@ -24,16 +26,39 @@ pytestmark = pytest.mark.lane_scope("release")
 COMMIT = "b3a30e912abb9d1d7c37425e49ec8c05ef0b7fce"
 
 
-def test_held_out_seeds_are_unseen_drawn_and_redrawn_alike() -> None:
+def test_held_out_seeds_are_unseen_drawn_and_redrawn_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     drawn = settings.held_out_seeds(COMMIT)
     assert len(drawn) == settings.HELD_OUT_COUNT == len(set(drawn))
     assert not set(drawn) & set(settings.SEEN_SEEDS)
     assert all(s in settings.SEED_RANGE for s in drawn)
     assert settings.held_out_seeds(COMMIT) == drawn  # anyone redraws them
-    # Negative control: another commit draws other seeds (nobody picks them).
-    assert settings.held_out_seeds("0" * 40) != drawn
+    # Negative control: from a wider range (the trace allows only five
+    # unseen seeds today, so the draw takes all), another commit draws
+    # other seeds: nobody picks them.
+    monkeypatch.setattr(settings, "SEED_RANGE", range(100))
+    assert settings.held_out_seeds("0" * 40) != settings.held_out_seeds(COMMIT)
     with pytest.raises(ValueError, match="FROZEN_AT"):
         settings.held_out_seeds("")
+
+
+def test_every_seed_of_the_range_selects_azure_requests_at_every_dp() -> None:
+    """The last seed's Azure window lies inside the trace at the largest DP
+    the Azure cases run (an empty window fails the replay); negative
+    control: the seed after the range does not fit."""
+    with open(cases.AZURE_TRACE) as f:
+        stamps = [line.split(",")[0] for line in f.read().splitlines()[1:]]
+    start, end = (datetime.fromisoformat(x[:26]) for x in (stamps[0], stamps[-1]))
+    span_s = (end - start).total_seconds()
+    dp = max(c.dp for c in cases.CASES if c.workload == "azure" and c.full)
+    window = cases.AZURE_WINDOW_S * dp / 2
+
+    def fits(seed: int) -> bool:
+        return seed * window + window <= span_s
+
+    assert all(fits(s) for s in settings.SEED_RANGE)
+    assert not fits(settings.SEED_RANGE.stop)
 
 
 def _record(case: str, seeds: list[int], modes: dict[str, float]) -> dict:
