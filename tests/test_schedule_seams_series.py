@@ -19,7 +19,7 @@ the series' README):
 * fork lane (0.34.0) and release lane (0.27.1), each on its own vLLM: the
   patched ``Scheduler`` with its defaults gives the unpatched release's
   ``SchedulerOutput``s on the balance seam's random-trace differential (its
-  seeded budget and coverage floor; about 12 s).
+  seeded budget and coverage floor; 4 to 12 s).
 """
 
 from __future__ import annotations
