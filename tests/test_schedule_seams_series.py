@@ -12,13 +12,14 @@ the series' README):
 * release lane, no vLLM involved: each tag's series applies in order on the
   balance series to the release sdist, and ``resync`` rebuilds it byte for
   byte;
-* fork lane (its vLLM is the newest tag the series covers): the series'
-  upstream tests pass against the patched ``scheduler.py`` and all fail
-  when ``schedule()`` calls the seams' defaults directly (an override is
-  never asked), in two subprocess runs; and the patched ``Scheduler`` with
-  its defaults gives the unpatched release's ``SchedulerOutput``s on the
-  balance seam's random-trace differential (its seeded budget and
-  coverage floor).
+* fork lane (0.34.0): the series' upstream tests pass against the patched
+  ``scheduler.py`` and all fail when ``schedule()`` calls the seams'
+  defaults directly (an override is never asked), in two subprocess runs
+  (about 30 s: on the release lane's 0.27.1 this is the by-hand run);
+* fork lane (0.34.0) and release lane (0.27.1), each on its own vLLM: the
+  patched ``Scheduler`` with its defaults gives the unpatched release's
+  ``SchedulerOutput``s on the balance seam's random-trace differential (its
+  seeded budget and coverage floor; 4 to 12 s).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.support import seam_series_run as seams_run
-from tests.support.lanes import REPO_ROOT, pin_tag
+from tests.support.lanes import REPO_ROOT, current_lane, pin_tag
 from tests.support.series_tool import series
 
 SEAMS_DIR = REPO_ROOT / "upstream_patch" / "schedule_seams"
@@ -48,9 +49,10 @@ def _tool():
 
 @pytest.mark.lane_scope("release")
 def test_the_series_covers_the_fork_pin_and_vllm_ascend_mains():
-    """0.34.0 (the fork lane's, proposed upstream) and 0.29.0 (vllm-ascend
-    main's) at least, each with its three patches in seam order."""
-    assert {"v0.34.0", "v0.29.0"} <= set(TAGS), TAGS
+    """0.34.0 (the fork lane's, proposed upstream), 0.29.0 (vllm-ascend
+    main's) and 0.27.1 (the release lane's, which vllm-ascend's copies were
+    measured on) at least, each with its three patches in seam order."""
+    assert {"v0.34.0", "v0.29.0", "v0.27.1"} <= set(TAGS), TAGS
     for tag in TAGS:
         names = [p.name for p in _tool().seam_patches(tag)]
         assert names == list(_tool().PATCH_NAMES.values()), names
@@ -76,18 +78,20 @@ def test_resync_reproduces_the_series(tag: str, tmp_path: Path):
 
 
 @pytest.fixture(scope="module")
-def fork_tree(tmp_path_factory) -> tuple[Path, Path]:
-    tag = pin_tag("fork")
-    assert tag in TAGS, f"no schedule-seams series for the fork pin {tag}"
+def lane_tree(tmp_path_factory) -> tuple[Path, Path]:
+    """This lane's release with both series applied (its own vLLM runs it)."""
+    lane = current_lane()
+    tag = pin_tag(lane)
+    assert tag in TAGS, f"no schedule-seams series for the {lane} pin {tag}"
     root = tmp_path_factory.mktemp("seams-upstream")
     return root, seams_run.build_tree(tag, root)
 
 
 @pytest.mark.lane_scope("fork")
-def test_upstream_seam_tests_pass_with_and_fail_without(fork_tree):
+def test_upstream_seam_tests_pass_with_and_fail_without(lane_tree):
     """Every case of ``test_scheduler_seams.py`` passes on the patched file
     and fails on the same file with the seams bypassed."""
-    root, patched = fork_tree
+    root, patched = lane_tree
     outcomes, summary = seams_run.run(
         root, sys.executable, patched, [seams_run.SEAMS_TEST]
     )
@@ -101,8 +105,8 @@ def test_upstream_seam_tests_pass_with_and_fail_without(fork_tree):
     assert seams_run.by_name(outcomes) == dict.fromkeys(ALL_CASES, "failure"), summary
 
 
-@pytest.mark.lane_scope("fork")
-def test_defaults_are_stock_on_random_traces(fork_tree):
+@pytest.mark.lane_scope("release", "fork")
+def test_defaults_are_stock_on_random_traces(lane_tree):
     """The balance seam's stock-vs-patched state machine
     (``tests/test_refactor_equivalence.py``), with the seams-patched
     ``Scheduler`` as the candidate and the unpatched release as the
@@ -118,7 +122,7 @@ def test_defaults_are_stock_on_random_traces(fork_tree):
         machine_for,
     )
 
-    _, patched = fork_tree
+    _, patched = lane_tree
     candidate, _ = classes_from_source("vab_seams_scheduler", patched.read_text())
     assert hasattr(candidate, "_cap_num_new_tokens")
     original, _ = original_classes()

@@ -21,7 +21,6 @@ from .seam_texts import (
     ADMISSION_SCOPE_PAUSE,
     ADMISSION_SCOPE_PLAIN,
     ADMISSION_SUMMARY,
-    CAP_AFTER,
     CAP_ARGS,
     CAP_BODY,
     CAP_PADDING,
@@ -33,6 +32,7 @@ from .seam_texts import (
     EVICT_BODY,
     EVICT_RETURNS,
     EVICT_SUMMARY,
+    cap_after,
 )
 from .shapes import Shape, class_method, comment_start
 
@@ -206,6 +206,13 @@ def add_cap(source: str, shape: Shape) -> str:
             f"{waiting}    num_new_tokens = min(num_new_tokens, 1)\n",
             f"{waiting}    pad_spec_decode = False\n",
         ]
+    if not sites.zero_checked:
+        # Nothing later in this block stops a 0 from reaching allocate_slots.
+        block += [
+            f"{waiting}if num_new_tokens == 0:\n",
+            f"{waiting}    # The request cannot be scheduled.\n",
+            f"{waiting}    break\n",
+        ]
     # Bottom up: the waiting loop is below the running loop.
     assert sites.waiting_cap.end_lineno is not None
     assert sites.running_cap.end_lineno is not None
@@ -216,7 +223,8 @@ def add_cap(source: str, shape: Shape) -> str:
         "_cap_num_new_tokens(self, request: Request, num_new_tokens: int) -> int",
         CAP_SUMMARY,
         CAP_BODY.format(
-            after=CAP_AFTER, padding=CAP_PADDING if sites.pads_spec_decode else ""
+            after=cap_after(source),
+            padding=CAP_PADDING if sites.pads_spec_decode else "",
         ),
         CAP_ARGS,
         CAP_RETURNS,

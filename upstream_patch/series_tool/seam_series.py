@@ -32,7 +32,7 @@ from .sdist import fetch_sdist
 from .seam_emit import SEAMS
 from .seam_sites import find_sites
 from .seam_tests import test_file
-from .seam_texts import CAP_AFTER, MESSAGE_PADDING, MESSAGES, SUBJECTS, TRAILERS
+from .seam_texts import MESSAGE_PADDING, MESSAGES, SUBJECTS, TRAILERS, cap_after
 
 SEAMS_DIR = PATCH_DIR / "schedule_seams"
 SEAMS_TEST_REL = "tests/v1/core/test_scheduler_seams.py"
@@ -94,10 +94,8 @@ def _takes_scheduler_cls(utils_source: str) -> bool:
     raise SeriesError(f"no create_scheduler() in {UTILS_REL}")
 
 
-def _message(seam: str, pads: bool) -> str:
-    body = MESSAGES[seam].format(
-        after=CAP_AFTER, padding=MESSAGE_PADDING if pads else ""
-    )
+def _message(seam: str, pads: bool, after: str) -> str:
+    body = MESSAGES[seam].format(after=after, padding=MESSAGE_PADDING if pads else "")
     return f"{SUBJECTS[seam]}\n\n{textwrap_paragraphs(body)}\n{TRAILERS}\n"
 
 
@@ -158,7 +156,9 @@ def resync(tag: str, tree: Path | None = None, out: Path | None = None) -> Path:
             (repo / SCHEDULER_REL).write_text(source)
             (repo / SEAMS_TEST_REL).write_text(test_file(done, with_cls))
             pads = find_sites(source).pads_spec_decode
-            (Path(scratch) / "message").write_text(_message(seam, pads))
+            (Path(scratch) / "message").write_text(
+                _message(seam, pads, cap_after(source))
+            )
             git("add", "-A")
             git("commit", "-q", "-F", str(Path(scratch) / "message"))
             patches[seam] = git(

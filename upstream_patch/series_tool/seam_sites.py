@@ -32,11 +32,22 @@ class Sites(NamedTuple):
     # last token-budget cap (its ``assert num_new_tokens > 0`` if any).
     running_cap: ast.stmt
     waiting_cap: ast.stmt
-    # The waiting loop pads decodes to the speculative size (0.29 on).
+    # The waiting loop pads decodes to the speculative size (0.27 on).
     pads_spec_decode: bool
+    # The waiting cap's block tests ``num_new_tokens == 0`` after it (0.28
+    # on); 0.27.x tests it only after the encoder and Mamba caps, so B's 0
+    # needs its own test there.
+    zero_checked: bool
     # The release's class that the enum goes above, and its first import.
     scheduler_class: ast.ClassDef
     first_import: ast.stmt
+
+
+#: The waiting loop's token-budget cap, by release (either, exactly once).
+BUDGET_CAPS = (
+    "min(num_new_tokens, request_token_budget)",
+    "min(num_new_tokens, token_budget)",
+)
 
 
 def _one(found: list, what: str) -> ast.AST:
@@ -124,14 +135,14 @@ def find_sites(source: str) -> Sites:
         [s for s in running.body if _assigns_num_new_tokens(s, "self.max_model_len")],
         "max_model_len cap on num_new_tokens in the running loop",
     )
+    # 0.28 on caps by the request's own budget; 0.27.x by the step's.
     budget = _one(
         [
             s
             for s in ast.walk(waiting)
-            if _assigns_num_new_tokens(s, "min(num_new_tokens, request_token_budget)")
+            if any(_assigns_num_new_tokens(s, cap) for cap in BUDGET_CAPS)
         ],
-        "token-budget cap (min(num_new_tokens, request_token_budget)) in the "
-        "waiting loop",
+        f"token-budget cap ({' or '.join(BUDGET_CAPS)}) in the waiting loop",
     )
     assert isinstance(budget, ast.stmt)
     block = _in_body(waiting, budget)
@@ -142,6 +153,11 @@ def find_sites(source: str) -> Sites:
         and isinstance(after[0], ast.Assert)
         and "num_new_tokens" in ast.unparse(after[0])
         else budget
+    )
+    rest = block[block.index(budget) + 1 :]
+    zero_checked = any(
+        isinstance(s, ast.If) and ast.unparse(s.test) == "num_new_tokens == 0"
+        for s in rest
     )
     pads = any(
         isinstance(n, ast.Assign)
@@ -165,6 +181,7 @@ def find_sites(source: str) -> Sites:
         running_cap=running_cap,
         waiting_cap=waiting_cap,
         pads_spec_decode=pads,
+        zero_checked=zero_checked,
         scheduler_class=scheduler_class,
         first_import=first_import,
     )

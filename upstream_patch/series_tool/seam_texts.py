@@ -82,6 +82,18 @@ CAP_BODY = (
     "starts an async KV load.{padding} Must be cheap and run no collectives."
 )
 CAP_AFTER = "the Mamba block alignment, the encoder budget and the MTP lookahead"
+# 0.27.x has no MTP prefill lookahead and caps by the encoder budget first.
+CAP_AFTER_NO_MTP = "the encoder budget and the Mamba block alignment"
+
+
+def cap_after(source: str) -> str:
+    """What B's docstring and message say comes after the cap, read off the
+    release's ``scheduler.py`` (``source``)."""
+    if "self._reserve_prefill_lookahead(" in source:
+        return CAP_AFTER
+    return CAP_AFTER_NO_MTP
+
+
 CAP_PADDING = (
     " A decode padded to the speculative size and capped below it is "
     "scheduled unpadded (one token, or none for 0)."
