@@ -31,18 +31,20 @@ from .resync import AUTHOR, DATE
 from .sdist import fetch_sdist
 from .seam_emit import SEAMS
 from .seam_sites import find_sites
-from .seam_tests import test_file
+from .seam_tests import license_lines, test_file
 from .seam_texts import MESSAGE_PADDING, MESSAGES, SUBJECTS, TRAILERS, cap_after
 
 SEAMS_DIR = PATCH_DIR / "schedule_seams"
 SEAMS_TEST_REL = "tests/v1/core/test_scheduler_seams.py"
+#: The release's own scheduler tests (the new file's header comes from it).
+UPSTREAM_TEST_REL = "tests/v1/core/test_scheduler.py"
 PATCH_NAMES = {
     "A": "0001-scheduler-add-waiting-admission-seam.patch",
     "C": "0002-scheduler-add-evict-running-request-seam.patch",
     "B": "0003-scheduler-add-cap-num-new-tokens-seam.patch",
 }
 #: The files the two series touch (the balance series' three, and ours).
-FILES = (SCHEDULER_REL, "tests/v1/core/test_scheduler.py", UTILS_REL)
+FILES = (SCHEDULER_REL, UPSTREAM_TEST_REL, UTILS_REL)
 
 
 def seam_patches(tag: str, root: Path | None = None) -> list[Path]:
@@ -149,12 +151,13 @@ def resync(tag: str, tree: Path | None = None, out: Path | None = None) -> Path:
         git("add", "-A")
         git("commit", "-q", "-m", f"vLLM {tag} with upstream_patch/{tag}/series")
         source = (repo / SCHEDULER_REL).read_text()
+        header = license_lines((tree / UPSTREAM_TEST_REL).read_text())
         done: list[str] = []
         for seam, add in SEAMS:
             source = add(source, shape)
             done.append(seam)
             (repo / SCHEDULER_REL).write_text(source)
-            (repo / SEAMS_TEST_REL).write_text(test_file(done, with_cls))
+            (repo / SEAMS_TEST_REL).write_text(test_file(done, with_cls, header))
             pads = find_sites(source).pads_spec_decode
             (Path(scratch) / "message").write_text(
                 _message(seam, pads, cap_after(source))

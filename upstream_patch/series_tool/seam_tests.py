@@ -15,9 +15,7 @@ tests fail with its call sites removed, and with its default changed."""
 from __future__ import annotations
 
 HEADER = '''\
-# SPDX-License-Identifier: Apache-2.0
-# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-"""Scheduler seams a subclass overrides: each default keeps the scheduler's
+{license}"""Scheduler seams a subclass overrides: each default keeps the scheduler's
 behaviour, and each override is honoured where its docstring says."""
 
 from typing import Any, TypeVar
@@ -205,12 +203,24 @@ def test_cap_num_new_tokens_zero_defers({mp_nofirst}):
 }
 
 
-def test_file(seams: list[str], with_cls: bool) -> str:
+def license_lines(upstream_test: str) -> str:
+    """The leading ``# SPDX-`` lines of one of the release's own test files:
+    a new file in vLLM's tree carries the project's header, read from the
+    release at run time rather than written here."""
+    lines = upstream_test.splitlines(keepends=True)
+    head = [line for line in lines[:4] if line.startswith("# SPDX-")]
+    if not head:
+        raise ValueError("the release's test file starts with no SPDX lines")
+    return "".join(head)
+
+
+def test_file(seams: list[str], with_cls: bool, license: str) -> str:
     """``tests/v1/core/test_scheduler_seams.py`` holding the tests of
     ``seams`` (letters, in series order); ``with_cls``: the release's
-    ``create_scheduler()`` takes ``scheduler_cls``."""
+    ``create_scheduler()`` takes ``scheduler_cls``; ``license``: its header
+    lines (:func:`license_lines`)."""
     names = ["Admission", "Scheduler"] if "A" in seams else ["Scheduler"]
-    text = HEADER.format(scheduler_names=", ".join(names))
+    text = HEADER.format(license=license, scheduler_names=", ".join(names))
     text += HELPER_WITH_CLS if with_cls else HELPER_SWAP
     facts = {
         "mp": "" if with_cls else ", monkeypatch: pytest.MonkeyPatch",
