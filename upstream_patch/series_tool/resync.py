@@ -26,6 +26,25 @@ AUTHOR = (
 DATE = "Mon, 30 Nov 2026 12:00:00 +0000"
 
 
+def git_env() -> dict[str, str]:
+    """The environment of the series' git commands: no inherited ``GIT_*``,
+    no system or user config, the series' fixed author and date (so a
+    re-sync reproduces each patch byte for byte)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    name, email = AUTHOR[: AUTHOR.index(" <")], AUTHOR[AUTHOR.index("<") + 1 : -1]
+    env.update(
+        GIT_AUTHOR_NAME=name,
+        GIT_AUTHOR_EMAIL=email,
+        GIT_COMMITTER_NAME=name,
+        GIT_COMMITTER_EMAIL=email,
+        GIT_AUTHOR_DATE=DATE,
+        GIT_COMMITTER_DATE=DATE,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+    )
+    return env
+
+
 def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
     """Rebuild the series against the vLLM source tree ``tree`` (a release
     sdist, or a clone of ``main`` at submission time) into
@@ -48,18 +67,7 @@ def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
     test = patched_test((tree / TEST_REL).read_text(), utils_source, shape)
     utils = patched_utils(utils_source, shape)
     out = Path(out) if out else PATCH_DIR / tag
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    name, email = AUTHOR[: AUTHOR.index(" <")], AUTHOR[AUTHOR.index("<") + 1 : -1]
-    env.update(
-        GIT_AUTHOR_NAME=name,
-        GIT_AUTHOR_EMAIL=email,
-        GIT_COMMITTER_NAME=name,
-        GIT_COMMITTER_EMAIL=email,
-        GIT_AUTHOR_DATE=DATE,
-        GIT_COMMITTER_DATE=DATE,
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-    )
+    env = git_env()
     with tempfile.TemporaryDirectory(prefix="vab-resync-") as scratch:
         repo = Path(scratch) / "tree"
         repo.mkdir()

@@ -15,7 +15,6 @@ series and this one on a tree. Stdlib only, like the rest of the tool."""
 from __future__ import annotations
 
 import ast
-import os
 import shutil
 import subprocess
 import tempfile
@@ -27,7 +26,7 @@ from .constants import SCHEDULER_REL, UTILS_REL
 from .emit_scheduler import patched_scheduler
 from .lanes import PATCH_DIR, SeriesError, series_patches
 from .message import textwrap_paragraphs
-from .resync import AUTHOR, DATE
+from .resync import git_env
 from .sdist import fetch_sdist
 from .seam_emit import SEAMS
 from .seam_sites import find_sites
@@ -101,22 +100,6 @@ def _message(seam: str, pads: bool, after: str) -> str:
     return f"{SUBJECTS[seam]}\n\n{textwrap_paragraphs(body)}\n{TRAILERS}\n"
 
 
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    name, email = AUTHOR[: AUTHOR.index(" <")], AUTHOR[AUTHOR.index("<") + 1 : -1]
-    env.update(
-        GIT_AUTHOR_NAME=name,
-        GIT_AUTHOR_EMAIL=email,
-        GIT_COMMITTER_NAME=name,
-        GIT_COMMITTER_EMAIL=email,
-        GIT_AUTHOR_DATE=DATE,
-        GIT_COMMITTER_DATE=DATE,
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-    )
-    return env
-
-
 def resync(tag: str, tree: Path | None = None, out: Path | None = None) -> Path:
     """Rebuild ``upstream_patch/schedule_seams/<tag>/`` (or ``out``) from
     ``tree`` (default: the release sdist of ``tag``)."""
@@ -124,7 +107,7 @@ def resync(tag: str, tree: Path | None = None, out: Path | None = None) -> Path:
     stock = (tree / SCHEDULER_REL).read_text()
     _, shape = patched_scheduler(stock)  # the release's facts, as 0001 reads them
     with_cls = _takes_scheduler_cls((tree / UTILS_REL).read_text())
-    env = _git_env()
+    env = git_env()
     patches: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="vab-seams-") as scratch:
         repo = Path(scratch) / "tree"
