@@ -4,7 +4,7 @@
 same scheduler rebuilt by patch 0003 of ``downstream_patch/vllm-ascend/main/``
 as an override of vLLM's ``_waiting_admission()`` seam (the schedule-seams
 series on the release lane's vLLM 0.27.1), stepped through the same random
-traces (:mod:`tests.support.dyntra_sides` builds both sides).
+traces (:mod:`tests.support.copy_sides` builds both sides).
 
 Traces: bursts of requests (shared prefixes for prefix caching), chunked
 prefill under a small token budget, a KV pool small enough to force
@@ -43,15 +43,17 @@ SRC = vllm_ascend_src.activate_or_skip()
 from hypothesis import Phase, settings  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 
-from tests.support import dyntra_sides  # noqa: E402
+from tests.support import copy_sides  # noqa: E402
 from tests.support.differential import (  # noqa: E402
     DIFFERENTIAL_SETTINGS,
     Divergence,
 )
 from tests.support.dyntra_machine import REACHED, DyntraMachine, machine  # noqa: E402
 
-COPY = dyntra_sides.copy_module(SRC)
-OVERRIDE = dyntra_sides.override_module(SRC)
+REL = "vllm_ascend/core/dyntra_lb_scheduler.py"
+PATCH = copy_sides.downstream_patch("0003")
+COPY = copy_sides.copy_module(SRC, REL)
+OVERRIDE = copy_sides.override_module(SRC, REL, PATCH)
 # docs/schedule-copies.md: the copy is 0.27.1's schedule() plus DyntraLB's two
 # deltas and seven compat hunks, no drift; so nothing is left out here.
 DRIFT: frozenset[str] = frozenset()
@@ -59,12 +61,12 @@ DRIFT: frozenset[str] = frozenset()
 
 def _admits_everything() -> Any:
     """The known-bad override: the plan's SKIP turned into ADMIT."""
-    text = dyntra_sides.patched_dyntra_source(SRC)
+    text = copy_sides.patched_source(SRC, REL, PATCH)
     bad = text.replace(
         "return vllm_scheduler.Admission.SKIP", "return vllm_scheduler.Admission.ADMIT"
     )
     assert bad != text
-    return dyntra_sides.override_module(SRC, bad)
+    return copy_sides.override_module(SRC, REL, PATCH, bad)
 
 
 def test_sides_are_what_they_claim() -> None:

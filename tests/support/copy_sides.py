@@ -1,21 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The two sides of the DyntraLB differential
-(``tests/test_dyntra_override_differential.py``), built at run time from the
-vllm-ascend checkout in ``$VAB_VLLM_ASCEND_SRC``, never copied here:
+"""The two sides of a copy-vs-override differential (DyntraLB's
+``tests/test_dyntra_override_differential.py`` and its siblings), built at
+run time from the vllm-ascend checkout in ``$VAB_VLLM_ASCEND_SRC``, never
+copied here:
 
-* the copy: the checkout's ``vllm_ascend/core/dyntra_lb_scheduler.py`` as it
-  is (its own ``schedule()``), over the installed vLLM (the release lane's
-  0.27.1, which carries the balance series: its default is stock);
-* the override: the same file with patch 0003 of
+* the copy: one of the checkout's scheduler modules as it is (its own
+  ``schedule()``), over the installed vLLM (the release lane's 0.27.1, which
+  carries the balance series: its default is stock);
+* the override: the same file with one patch of
   ``downstream_patch/vllm-ascend/main/`` applied, over the installed
   ``scheduler.py`` with the schedule-seams series of that release
   (``upstream_patch/schedule_seams/<tag>/``) applied.
 
 Both are executed by file path under their own module names, so neither
-replaces ``vllm_ascend.core.dyntra_lb_scheduler`` nor vLLM's modules in this
-process. The override's vLLM imports are pointed at the seams-patched
-scheduler only while its module executes (its methods keep the classes they
-were defined with)."""
+replaces the checkout's module nor vLLM's modules in this process. The
+override's vLLM imports are pointed at the seams-patched scheduler only
+while its module executes (its methods keep the classes they were defined
+with)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,12 @@ from tests.support.lanes import REPO_ROOT, current_lane, pin_tag
 from tests.support.original_scheduler import classes_from_source
 from tests.support.series_tool import series
 
-DYNTRA_REL = "vllm_ascend/core/dyntra_lb_scheduler.py"
-PATCH_0003 = next(
-    (REPO_ROOT / "downstream_patch" / "vllm-ascend" / "main").glob("0003-*.patch")
-)
+MAIN_PATCHES = REPO_ROOT / "downstream_patch" / "vllm-ascend" / "main"
+
+
+def downstream_patch(number: str) -> Path:
+    """Patch ``number`` (``"0003"``) of ``downstream_patch/vllm-ascend/main/``."""
+    return next(MAIN_PATCHES.glob(f"{number}-*.patch"))
 
 
 def _exec(name: str, path: Path) -> ModuleType:
@@ -61,7 +64,7 @@ def seams_scheduler_source(tag: str | None = None) -> str:
     as the release lane installs it) with the schedule-seams series of
     ``tag`` (default: this lane's pin) applied."""
     tag = tag or pin_tag(current_lane())
-    with tempfile.TemporaryDirectory(prefix="vab-dyntra-seams-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="vab-seams-") as scratch:
         target = Path(scratch) / series.SCHEDULER_REL
         target.parent.mkdir(parents=True)
         shutil.copy2(installed_scheduler.__file__, target)
@@ -73,41 +76,42 @@ def seams_scheduler_source(tag: str | None = None) -> str:
         return target.read_text()
 
 
-def patched_dyntra_source(src: Path) -> str:
-    """The checkout's ``dyntra_lb_scheduler.py`` with patch 0003 applied
-    (only that file's hunks; patches 0-2 do not touch it)."""
-    with tempfile.TemporaryDirectory(prefix="vab-dyntra-0003-") as scratch:
-        target = Path(scratch) / DYNTRA_REL
+def patched_source(src: Path, rel: str, patch: Path) -> str:
+    """The checkout's ``rel`` with ``patch`` applied (only that file's
+    hunks: the earlier patches of the series do not touch the copies)."""
+    with tempfile.TemporaryDirectory(prefix="vab-copy-patch-") as scratch:
+        target = Path(scratch) / rel
         target.parent.mkdir(parents=True)
-        shutil.copy2(src / DYNTRA_REL, target)
-        result = series.git_apply(
-            Path(scratch), [PATCH_0003], f"--include={DYNTRA_REL}"
-        )
+        shutil.copy2(src / rel, target)
+        result = series.git_apply(Path(scratch), [patch], f"--include={rel}")
         assert result.returncode == 0, result.stderr
         return target.read_text()
 
 
-def copy_module(src: Path) -> ModuleType:
-    """The checkout's module, unmodified, over the installed vLLM."""
-    return _exec("vab_dyntra_copy", src / DYNTRA_REL)
+def copy_module(src: Path, rel: str) -> ModuleType:
+    """The checkout's module ``rel``, unmodified, over the installed vLLM."""
+    return _exec(f"vab_copy_{Path(rel).stem}", src / rel)
 
 
-def override_module(src: Path, text: str | None = None) -> ModuleType:
-    """Patch 0003's module (or ``text``, a variant of it) over the
+def override_module(
+    src: Path, rel: str, patch: Path, text: str | None = None
+) -> ModuleType:
+    """``rel`` with ``patch`` applied (or ``text``, a variant of it) over the
     seams-patched ``Scheduler``/``AsyncScheduler``."""
     scheduler_source = seams_scheduler_source()
     scheduler, async_scheduler = classes_from_source(
-        "vab_dyntra_seams_scheduler", scheduler_source
+        "vab_seams_scheduler", scheduler_source
     )
     # A module object over the patched module's namespace (classes_from_source
     # does not register it): what the override's imports read.
     seams_mod = ModuleType(scheduler.__module__)
     seams_mod.__dict__.update(vars(scheduler)["schedule"].__globals__)
-    async_mod = ModuleType("vab_dyntra_seams_async")
+    async_mod = ModuleType("vab_seams_async")
     async_mod.AsyncScheduler = async_scheduler  # type: ignore[attr-defined]
-    name = "vab_dyntra_override" if text is None else "vab_dyntra_variant"
-    path = Path(tempfile.mkdtemp(prefix=f"{name}-")) / "dyntra_lb_scheduler.py"
-    path.write_text(patched_dyntra_source(src) if text is None else text)
+    stem = Path(rel).stem
+    name = f"vab_override_{stem}" if text is None else f"vab_variant_{stem}"
+    path = Path(tempfile.mkdtemp(prefix=f"{name}-")) / Path(rel).name
+    path.write_text(patched_source(src, rel, patch) if text is None else text)
     # `from vllm.v1.core.sched import scheduler` reads the package attribute;
     # `from ...scheduler import Scheduler` reads sys.modules: both redirected.
     with (
