@@ -172,9 +172,9 @@ class DyntraMachine(RuleBasedStateMachine):
         self.preemptions = preemptions
         if output.scheduled_new_reqs:
             self.coverage["admitted"] += 1
-        if self.a._lb_paused_req_ids:
+        if getattr(self.a, "_lb_paused_req_ids", ()):
             self.coverage["paused by plan"] += 1
-        admit = self.a._lb_admit_req_ids
+        admit = getattr(self.a, "_lb_admit_req_ids", None)
         if admit is not None and any(
             r.request_id not in admit and r.status == RequestStatus.WAITING
             for r in self.a._lb_admission_candidates
@@ -215,7 +215,7 @@ class DyntraMachine(RuleBasedStateMachine):
             self.a is not None
             and not self.pending
             and not self.reset_done
-            and not self.a._lb_paused_req_ids
+            and not getattr(self.a, "_lb_paused_req_ids", ())
             and len(self.a.running) >= 2
         )
     )
@@ -230,9 +230,19 @@ class DyntraMachine(RuleBasedStateMachine):
 
     def same_state(self) -> None:
         def full(sched: Any) -> dict[str, Any]:
-            return {**state(sched), "lb_paused": sorted(sched._lb_paused_req_ids)}
+            # A subclass machine may step a scheduler without DyntraLB's mixin.
+            paused = getattr(sched, "_lb_paused_req_ids", ())
+            return {
+                **state(sched),
+                "lb_paused": sorted(paused),
+                **self.extra_state(sched),
+            }
 
         self.same("scheduler state", full(self.a), full(self.b))
+
+    def extra_state(self, sched: Any) -> dict[str, Any]:
+        """More state a subclass machine compares (none here)."""
+        return {}
 
     def same(self, label: str, got: Any, want: Any) -> None:
         diff = first_difference(got, want)
