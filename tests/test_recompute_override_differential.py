@@ -31,9 +31,10 @@ that requires KV delivery or finds external KV (R1, R2: the double does
 neither), and the priority policy (vLLM picks the victim before seam C is
 asked; the copy takes the last running request whatever the policy).
 
-Negative control: an override that always preempts (never finishes a
-victim as recomputed, though the connector's offload failed) must make the
-same machine fail.
+Negative controls: an override that always preempts (never finishes a
+victim as recomputed, though the connector's offload failed), and one that
+drops the ``stop_reason="recomputed"`` outputs, must each make the same
+machine fail.
 
 Runs on the release lane with ``$VAB_VLLM_ASCEND_SRC`` set (skipped without,
 with the reason); by hand: ``VAB_VLLM_ASCEND_SRC=/path/to/vllm-ascend
@@ -105,12 +106,24 @@ NAMES = [
 ]
 
 
-def _always_preempts() -> Any:
-    """The known-bad override: a victim whose offload failed is preempted
-    anyway instead of finished as recomputed."""
+# Known-bad overrides, each one text edit of the patched module: a victim
+# whose offload failed preempted anyway instead of finished as recomputed;
+# the recomputed requests' outputs dropped from update_from_output().
+KNOWN_BAD = {
+    "always preempts": (
+        "preempt_hook(victim, block_ids, num_computed_tokens)",
+        "(preempt_hook(victim, block_ids, num_computed_tokens) or True)",
+    ),
+    "drops recomputed outputs": (
+        "self._add_recomputed_outputs(scheduler_output, recomputed_outputs)",
+        "pass",
+    ),
+}
+
+
+def _known_bad(name: str) -> Any:
     text = copy_sides.patched_source(SRC, REL, PATCH)
-    call = "preempt_hook(victim, block_ids, num_computed_tokens)"
-    bad = text.replace(call, f"({call} or True)")
+    bad = text.replace(*KNOWN_BAD[name])
     assert bad != text
     return copy_sides.override_module(SRC, REL, PATCH, bad)
 
@@ -145,9 +158,10 @@ def test_override_matches_the_copy_on_random_traces(name: str) -> None:
         assert cls.coverage[reached] > 0, (reached, str(dict(cls.coverage)))
 
 
-def test_an_override_that_always_preempts_is_caught() -> None:
+@pytest.mark.parametrize("name", sorted(KNOWN_BAD))
+def test_a_known_bad_override_is_caught(name: str) -> None:
     bad: type[RecomputeMachine] = machine(
-        COPY, _always_preempts(), "RecomputeScheduler", DRIFT, BLOCK_NUM
+        COPY, _known_bad(name), "RecomputeScheduler", DRIFT, BLOCK_NUM
     )
     strict = settings(SETTINGS, phases=[Phase.generate])
     with pytest.raises(Divergence):

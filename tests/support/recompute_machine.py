@@ -42,6 +42,7 @@ REACHED = (
     "preemption without connector",
     "offloaded preemption",
     "recomputed finish",
+    "recomputed with requests waiting",
 )
 DYNTRA_REACHED = ("paused by plan", "held by plan")
 R1_END = "R1: a victim with output in flight (trace ends)"
@@ -211,6 +212,10 @@ class RecomputeMachine(DyntraMachine):
             self.coverage["offloaded preemption"] += 1
         if output.recomputed_reqs:
             self.coverage["recomputed finish"] += 1
+            # The copy admits no waiting request in such a step; seam C's
+            # call site counts the finished victim as a preemption for that.
+            if self.a.waiting or self.a.skipped_waiting:
+                self.coverage["recomputed with requests waiting"] += 1
         # Drift R1: vLLM 0.27.1's _preempt_request() turns a victim's in-flight
         # output (async scheduling) into stale output, which its
         # update_from_output() counts down; the copy's 0.25 update_from_output
