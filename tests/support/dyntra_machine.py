@@ -72,25 +72,32 @@ class DyntraMachine(RuleBasedStateMachine):
     def build(
         self, max_num_seqs: int, num_blocks: int, budget: int, prefix_caching: bool
     ) -> None:
-        self.trace.append(
-            f"config max_num_seqs={max_num_seqs} num_blocks={num_blocks} "
-            f"budget={budget} prefix_caching={prefix_caching}"
+        self.build_sides(
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=budget,
+            num_blocks=num_blocks,
+            enable_prefix_caching=prefix_caching,
         )
 
-        def build_one(cls: type) -> Any:
-            config = make_vllm_config(
-                max_num_seqs=max_num_seqs,
-                max_num_batched_tokens=budget,
-                num_blocks=num_blocks,
-                block_size=BLOCK_SIZE,
-                enable_prefix_caching=prefix_caching,
-                async_scheduling=self.in_flight > 1,
-                data_parallel_size=2,
-            )
-            return make_scheduler(cls, vllm_config=config)
+    def build_sides(self, **config: Any) -> None:
+        """Both sides, each from its own :meth:`side_config` of ``config``
+        (``make_vllm_config``'s keywords)."""
+        self.trace.append(
+            "config " + " ".join(f"{key}={value}" for key, value in config.items())
+        )
+        self.a = make_scheduler(self.copy_cls, vllm_config=self.side_config(**config))
+        self.b = make_scheduler(
+            self.override_cls, vllm_config=self.side_config(**config)
+        )
 
-        self.a = build_one(self.copy_cls)
-        self.b = build_one(self.override_cls)
+    def side_config(self, **config: Any) -> Any:
+        """One side's vLLM config (a subclass machine may add to it)."""
+        return make_vllm_config(
+            block_size=BLOCK_SIZE,
+            async_scheduling=self.in_flight > 1,
+            data_parallel_size=2,
+            **config,
+        )
 
     @rule(shapes=request_shapes(min_tail=1))
     def add_requests(self, shapes: list[tuple[int, int, int, int]]) -> None:

@@ -29,9 +29,8 @@ from hypothesis.stateful import initialize, rule
 from vllm.config import KVTransferConfig
 from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 
-from tests.support.differential import BLOCK_SIZE, plain
+from tests.support.differential import plain
 from tests.support.dyntra_machine import DyntraMachine
-from tests.support.vllm_objects import make_scheduler, make_vllm_config
 
 # What every passing run must have reached at least once (the DyntraLB
 # variant adds DyntraMachine's plan paths, below).
@@ -139,38 +138,31 @@ class RecomputeMachine(DyntraMachine):
         max_model_len: int,
     ) -> None:
         self.consumer = consumer
-        self.trace.append(
-            f"config max_num_seqs={max_num_seqs} num_blocks={num_blocks} "
-            f"budget={budget} prefix_caching={prefix_caching} "
-            f"consumer={consumer} max_model_len={max_model_len}"
-        )
-
-        def build_one(cls: type) -> Any:
-            config = make_vllm_config(
+        self.trace.append(f"consumer={consumer}")
+        # Each side's scheduler asks the factory for its connector: each gets
+        # its own double (their records are compared).
+        with mock.patch.object(
+            KVConnectorFactory,
+            "create_connector",
+            side_effect=lambda **_: OffloadDouble(self),
+        ):
+            self.build_sides(
                 max_num_seqs=max_num_seqs,
                 max_num_batched_tokens=budget,
-                max_model_len=max_model_len,
                 num_blocks=num_blocks,
-                block_size=BLOCK_SIZE,
                 enable_prefix_caching=prefix_caching,
-                async_scheduling=self.in_flight > 1,
-                data_parallel_size=2,
+                max_model_len=max_model_len,
             )
-            if consumer:
-                # Set after the config is built, so that vLLM's config
-                # checks never look the double's name up; the scheduler
-                # asks the factory, which hands it the double.
-                config.kv_transfer_config = KVTransferConfig(
-                    kv_connector="OffloadDouble", kv_role="kv_consumer"
-                )
-            double = OffloadDouble(self)
-            with mock.patch.object(
-                KVConnectorFactory, "create_connector", return_value=double
-            ):
-                return make_scheduler(cls, vllm_config=config)
 
-        self.a = build_one(self.copy_cls)
-        self.b = build_one(self.override_cls)
+    def side_config(self, **config: Any) -> Any:
+        vllm_config = super().side_config(**config)
+        if self.consumer:
+            # Set after the config is built, so that vLLM's config checks
+            # never look the double's name up.
+            vllm_config.kv_transfer_config = KVTransferConfig(
+                kv_connector="OffloadDouble", kv_role="kv_consumer"
+            )
+        return vllm_config
 
     # Shorter prompts and longer outputs than DyntraMachine's: requests are
     # admitted into a small pool and then outgrow it while decoding, which
