@@ -2,7 +2,9 @@
 """The state machine of the DyntraLB differential
 (``tests/test_dyntra_override_differential.py``, whose docstring says what
 the traces hold): the copy (``a``) and the override (``b``) stepped through
-the same random trace, compared after every call."""
+the same random trace, compared after every call. The recompute
+differential's machine (:mod:`tests.support.recompute_machine`) subclasses
+it."""
 
 from __future__ import annotations
 
