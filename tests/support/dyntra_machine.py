@@ -2,7 +2,9 @@
 """The state machine of the DyntraLB differential
 (``tests/test_dyntra_override_differential.py``, whose docstring says what
 the traces hold): the copy (``a``) and the override (``b``) stepped through
-the same random trace, compared after every call."""
+the same random trace, compared after every call. The recompute
+differential's machine (:mod:`tests.support.recompute_machine`) subclasses
+it."""
 
 from __future__ import annotations
 
@@ -72,25 +74,32 @@ class DyntraMachine(RuleBasedStateMachine):
     def build(
         self, max_num_seqs: int, num_blocks: int, budget: int, prefix_caching: bool
     ) -> None:
-        self.trace.append(
-            f"config max_num_seqs={max_num_seqs} num_blocks={num_blocks} "
-            f"budget={budget} prefix_caching={prefix_caching}"
+        self.build_sides(
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=budget,
+            num_blocks=num_blocks,
+            enable_prefix_caching=prefix_caching,
         )
 
-        def build_one(cls: type) -> Any:
-            config = make_vllm_config(
-                max_num_seqs=max_num_seqs,
-                max_num_batched_tokens=budget,
-                num_blocks=num_blocks,
-                block_size=BLOCK_SIZE,
-                enable_prefix_caching=prefix_caching,
-                async_scheduling=self.in_flight > 1,
-                data_parallel_size=2,
-            )
-            return make_scheduler(cls, vllm_config=config)
+    def build_sides(self, **config: Any) -> None:
+        """Both sides, each from its own :meth:`side_config` of ``config``
+        (``make_vllm_config``'s keywords)."""
+        self.trace.append(
+            "config " + " ".join(f"{key}={value}" for key, value in config.items())
+        )
+        self.a = make_scheduler(self.copy_cls, vllm_config=self.side_config(**config))
+        self.b = make_scheduler(
+            self.override_cls, vllm_config=self.side_config(**config)
+        )
 
-        self.a = build_one(self.copy_cls)
-        self.b = build_one(self.override_cls)
+    def side_config(self, **config: Any) -> Any:
+        """One side's vLLM config (a subclass machine may add to it)."""
+        return make_vllm_config(
+            block_size=BLOCK_SIZE,
+            async_scheduling=self.in_flight > 1,
+            data_parallel_size=2,
+            **config,
+        )
 
     @rule(shapes=request_shapes(min_tail=1))
     def add_requests(self, shapes: list[tuple[int, int, int, int]]) -> None:
@@ -172,9 +181,9 @@ class DyntraMachine(RuleBasedStateMachine):
         self.preemptions = preemptions
         if output.scheduled_new_reqs:
             self.coverage["admitted"] += 1
-        if self.a._lb_paused_req_ids:
+        if getattr(self.a, "_lb_paused_req_ids", ()):
             self.coverage["paused by plan"] += 1
-        admit = self.a._lb_admit_req_ids
+        admit = getattr(self.a, "_lb_admit_req_ids", None)
         if admit is not None and any(
             r.request_id not in admit and r.status == RequestStatus.WAITING
             for r in self.a._lb_admission_candidates
@@ -215,7 +224,7 @@ class DyntraMachine(RuleBasedStateMachine):
             self.a is not None
             and not self.pending
             and not self.reset_done
-            and not self.a._lb_paused_req_ids
+            and not getattr(self.a, "_lb_paused_req_ids", ())
             and len(self.a.running) >= 2
         )
     )
@@ -230,9 +239,19 @@ class DyntraMachine(RuleBasedStateMachine):
 
     def same_state(self) -> None:
         def full(sched: Any) -> dict[str, Any]:
-            return {**state(sched), "lb_paused": sorted(sched._lb_paused_req_ids)}
+            # A subclass machine may step a scheduler without DyntraLB's mixin.
+            paused = getattr(sched, "_lb_paused_req_ids", ())
+            return {
+                **state(sched),
+                "lb_paused": sorted(paused),
+                **self.extra_state(sched),
+            }
 
         self.same("scheduler state", full(self.a), full(self.b))
+
+    def extra_state(self, sched: Any) -> dict[str, Any]:
+        """More state a subclass machine compares (none here)."""
+        return {}
 
     def same(self, label: str, got: Any, want: Any) -> None:
         diff = first_difference(got, want)
