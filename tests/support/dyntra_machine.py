@@ -33,6 +33,14 @@ from tests.support.differential import (
 from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
 
+# The trace's configuration (sibling machines draw it too).
+BUILD_DRAWS: dict[str, st.SearchStrategy[Any]] = {
+    "max_num_seqs": st.integers(1, 6),
+    "num_blocks": st.one_of(st.integers(6, 16), st.integers(48, 96)),
+    "budget": st.sampled_from([32, 64, 128, 512]),
+    "prefix_caching": st.booleans(),
+}
+
 # What every passing run must have reached at least once.
 REACHED = ("preemption", "admitted", "paused by plan", "held by plan", "finished")
 
@@ -63,12 +71,7 @@ class DyntraMachine(RuleBasedStateMachine):
         self.reset_done = False
         self.trace: list[str] = []
 
-    @initialize(
-        max_num_seqs=st.integers(1, 6),
-        num_blocks=st.one_of(st.integers(6, 16), st.integers(48, 96)),
-        budget=st.sampled_from([32, 64, 128, 512]),
-        prefix_caching=st.booleans(),
-    )
+    @initialize(**BUILD_DRAWS)
     def build(
         self, max_num_seqs: int, num_blocks: int, budget: int, prefix_caching: bool
     ) -> None:
@@ -78,19 +81,33 @@ class DyntraMachine(RuleBasedStateMachine):
         )
 
         def build_one(cls: type) -> Any:
-            config = make_vllm_config(
+            config = self.vllm_config(
                 max_num_seqs=max_num_seqs,
                 max_num_batched_tokens=budget,
                 num_blocks=num_blocks,
                 block_size=BLOCK_SIZE,
                 enable_prefix_caching=prefix_caching,
-                async_scheduling=self.in_flight > 1,
-                data_parallel_size=2,
             )
             return make_scheduler(cls, vllm_config=config)
 
         self.a = build_one(self.copy_cls)
         self.b = build_one(self.override_cls)
+
+    def vllm_config(self, **config: Any) -> Any:
+        """The config both sides are built from (DyntraLB: DP 2; two steps in
+        flight when async). Sibling machines override it."""
+        return make_vllm_config(
+            async_scheduling=self.in_flight > 1, data_parallel_size=2, **config
+        )
+
+    def extra_state(self, sched: Any) -> dict[str, Any]:
+        """The scheduler's own state compared beside :func:`state`."""
+        return {"lb_paused": sorted(sched._lb_paused_req_ids)}
+
+    def keeps_kv(self) -> bool:
+        """Whether a request holds its KV outside the queues (DyntraLB's
+        pause), which forbids a prefix-cache reset."""
+        return bool(self.a._lb_paused_req_ids)
 
     @rule(shapes=request_shapes(min_tail=1))
     def add_requests(self, shapes: list[tuple[int, int, int, int]]) -> None:
@@ -172,6 +189,10 @@ class DyntraMachine(RuleBasedStateMachine):
         self.preemptions = preemptions
         if output.scheduled_new_reqs:
             self.coverage["admitted"] += 1
+        self.count_extra(output)
+
+    def count_extra(self, output: Any) -> None:
+        """The coverage of the scheduler's own paths."""
         if self.a._lb_paused_req_ids:
             self.coverage["paused by plan"] += 1
         admit = self.a._lb_admit_req_ids
@@ -215,7 +236,7 @@ class DyntraMachine(RuleBasedStateMachine):
             self.a is not None
             and not self.pending
             and not self.reset_done
-            and not self.a._lb_paused_req_ids
+            and not self.keeps_kv()
             and len(self.a.running) >= 2
         )
     )
@@ -230,7 +251,7 @@ class DyntraMachine(RuleBasedStateMachine):
 
     def same_state(self) -> None:
         def full(sched: Any) -> dict[str, Any]:
-            return {**state(sched), "lb_paused": sorted(sched._lb_paused_req_ids)}
+            return {**state(sched), **self.extra_state(sched)}
 
         self.same("scheduler state", full(self.a), full(self.b))
 
