@@ -9,13 +9,14 @@ the same random traces (:mod:`tests.support.copy_sides` builds both sides,
 :mod:`tests.support.profiling_machine` steps them).
 
 Traces: bursts of short and long requests (shared prefixes), chunked
-prefill under a token budget of 128 to 2048, a KV pool small enough to
-force preemption, natural finishes, aborts, one forced prefix-cache reset;
-two steps in flight (profiling chunk requires pipeline parallelism, whose
-engine keeps a batch queue); both predictors fitted by the schedulers' own
-``run_profiling_chunk_init()`` from the same synthetic timings (convex and
-concave latency models, smoothing on or off, online calibration on or off),
-refitted online from the same samples. Every field of both
+prefill under a token budget of 128 to 2048 and a per-request chunk limit,
+a KV pool small enough to force preemption, natural finishes, aborts, one
+forced prefix-cache reset; two steps in flight (profiling chunk requires
+pipeline parallelism, whose engine keeps a batch queue); both predictors
+fitted by the schedulers' own ``run_profiling_chunk_init()`` from the same
+synthetic timings (convex, steep, nearly linear and concave latency models,
+smoothing on or off, online calibration on or off), then refitted online,
+and retargeted, from the same samples. Every field of both
 ``SchedulerOutput``s and ``EngineCoreOutputs`` and the scheduler state
 (with the predictor's) must agree on every step, except the paths in
 :data:`DRIFT`.
@@ -25,8 +26,11 @@ with or without async scheduling; the two steps in flight here are the PP
 batch queue); multimodal, speculative decoding, KV/EC connectors, LoRA,
 structured output and streaming input (the copy misses vLLM's code for
 them: findings P5-P8 of ``docs/schedule-copies.md``, so those traces would
-only measure drift); prefix-cache hits are in the traces but see
-``test_prefix_hit_gap``.
+only measure drift; with a connector the override also predicts a waiting
+request's chunk from its local prefix-cache hit only, see
+``_chunk_start()``); throttled steps (the copy ignores
+``throttle_prefills``: P1). Prefix-cache hits are in the traces: the
+override repeats the local lookup the copy predicted from.
 
 Negative controls: an override whose cap ignores the prediction, and one
 whose admission never stops (``STOP`` turned into ``ADMIT``), must each make
