@@ -77,8 +77,8 @@ DRIFT: dict[str, str] = {
     # P10: since 0.27.0 the scheduler records the prefix-cache lookups
     # (upstream 1017-1020); the copy never does, so its stats stay empty.
     "EngineCoreOutputs.scheduler_stats.prefix_cache_stats": "P10",
-    # P9: since 0.26 the output reports the requests a prefix-cache reset
-    # preempted between steps (reset_preempted_req_ids, upstream 1208); the
+    # P9: 0.27.1's output reports the requests a prefix-cache reset
+    # preempted between steps (reset_preempted_req_ids, upstream 1217); the
     # copy reports only its own step's preemptions. The requests' preemption
     # counters (in the compared state) still agree.
     "SchedulerOutput.preempted_req_ids": "P9",
