@@ -1,19 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The state machine of the profiling-chunk differential
 (``tests/test_profiling_override_differential.py``, whose docstring says what
-the traces hold): vllm-ascend main's ``ProfilingChunkScheduler`` (the copy,
-``a``) and patch 0004's (the override, ``b``) on the same trace, compared
-after every call. It is DyntraLB's machine
-(:class:`tests.support.dyntra_machine.DyntraMachine`) with no plan, a fitted
-predictor on both sides, longer prompts, and profiling-chunk's coverage.
-
-The predictor is vllm-ascend's own (``ProfilingChunkManager``), fitted by the
-scheduler's own ``run_profiling_chunk_init()``: only the executor that would
-time a prefill forward on the NPU is stood in for (:class:`SyntheticTimer`,
-a quadratic in the chunk size), so both sides fit the same model from the
-same samples. The online refit a worker's timings drive
-(``record_batch_execution_time``) is fed the same synthetic samples on both
-sides by a rule.
+the traces hold): main's ``ProfilingChunkScheduler`` (the copy, ``a``) and
+patch 0004's (the override, ``b``), compared after every call. It is
+DyntraLB's machine with no plan, longer prompts, and a predictor on both
+sides fitted by the scheduler's own ``run_profiling_chunk_init()``: only the
+executor that would time a forward pass on the NPU is stood in for
+(:class:`SyntheticTimer`, a quadratic in the chunk size), and the worker's
+online timings are the same synthetic samples on both sides (rules).
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ from tests.support.vllm_objects import make_vllm_config
 REACHED = (
     "capped by prediction",
     "admission stopped by time budget",
-    "running loop stopped by time budget",
+    "running loop stopped",
     "running loop stopped, no prediction",
     "no prediction",
     "history model",
@@ -156,42 +150,40 @@ class ProfilingMachine(DyntraMachine):
             sched.profiling_chunk_manager.predictor.smooth_factor = smooth_factor
             sched.run_profiling_chunk_init(self.timer)
             assert sched.profiling_chunk_manager.is_ready
-        self.none_predictions = 0
-        predict = self.a.profiling_chunk_manager.predict_chunk_size
+        self.seen: Counter = Counter()
+        self.observe()
+        DyntraMachine.add_requests(self, first)
 
-        # Counts the copy's "no prediction" answers (the value is unchanged).
-        def counting(num_computed_tokens: int, target_time: float) -> int | None:
+    def observe(self) -> None:
+        """Counts what the sides answer (the values unchanged): the copy's "no
+        prediction"; the override's chunk cut below vLLM's count, its 0 for a
+        running request with tokens to run (the copy's running loop stopped
+        there, spent or for want of a prediction), its ``STOP``."""
+        predict = self.a.profiling_chunk_manager.predict_chunk_size
+        cap, admission = self.b._cap_num_new_tokens, self.b._waiting_admission
+
+        def counting_predict(num_computed_tokens: int, target_time: float) -> Any:
             chunk = predict(num_computed_tokens, target_time)
-            self.none_predictions += chunk is None
+            self.seen["no prediction"] += chunk is None
             return chunk
 
-        self.a.profiling_chunk_manager.predict_chunk_size = counting
-        self.held_running = 0
-        cap = self.b._cap_num_new_tokens
-
-        self.capped = 0
-
-        # Counts the override's answers (the value is unchanged): a chunk
-        # cut below what vLLM would schedule, and a 0 for a running request
-        # with tokens to run (the copy's running loop stopped there).
         def counting_cap(request: Any, num_new_tokens: int) -> int:
             capped = cap(request, num_new_tokens)
+            self.seen["capped by prediction"] += 0 < capped < num_new_tokens
             running = request.status == RequestStatus.RUNNING
-            self.held_running += running and capped == 0 < num_new_tokens
-            self.capped += 0 < capped < num_new_tokens
+            self.seen["running loop stopped"] += (
+                running and capped == 0 < num_new_tokens
+            )
             return capped
-
-        self.b._cap_num_new_tokens = counting_cap
-        self.stopped = 0
-        admission = self.b._waiting_admission
 
         def counting_admission(request: Any) -> Any:
             answer = admission(request)
-            self.stopped += answer.name == "STOP"
+            self.seen["admission stopped by time budget"] += answer.name == "STOP"
             return answer
 
+        self.a.profiling_chunk_manager.predict_chunk_size = counting_predict
+        self.b._cap_num_new_tokens = counting_cap
         self.b._waiting_admission = counting_admission
-        DyntraMachine.add_requests(self, first)
 
     # Steps only with requests to schedule: an empty trace proves nothing.
     run_steps = precondition(lambda self: self.a is not None and bool(self.a.requests))(
@@ -247,10 +239,8 @@ class ProfilingMachine(DyntraMachine):
     )
     @rule(fraction=st.sampled_from([0.25, 0.5, 1.0, 1.5]))
     def retarget(self, fraction: float) -> None:
-        """A first chunk's measured step time becomes the target latency (what
-        ``patch_profiling_chunk`` does with the first steps' timings): here a
-        multiple of the profiled one, below it so that first chunks are
-        capped too."""
+        """A first step's measured time becomes the target latency, as
+        ``patch_profiling_chunk`` does: here a multiple of the profiled one."""
         base = self.a.max_num_scheduled_tokens
         elapsed_ms = fraction * self.timer.span(base, 0)
         self.trace.append(f"target latency {elapsed_ms:.3f} ms")
@@ -283,20 +273,11 @@ class ProfilingMachine(DyntraMachine):
         """No cross-rank plan: profiling chunk has none."""
 
     def count_extra(self, output: Any) -> None:
-        if self.stopped:
-            self.coverage["admission stopped by time budget"] += 1
-            self.stopped = 0
-        if self.capped:
-            self.coverage["capped by prediction"] += 1
-            self.capped = 0
-        if self.held_running:
-            self.coverage["running loop stopped by time budget"] += 1
-            self.held_running = 0
+        for seen in +self.seen:  # the kinds seen in this step
+            self.coverage[seen] += 1
+        self.seen.clear()
         if self.b._running_loop_stopped:
             self.coverage["running loop stopped, no prediction"] += 1
-        if self.none_predictions:
-            self.coverage["no prediction"] += 1
-            self.none_predictions = 0
         if self.a.profiling_chunk_manager.history_ready:
             self.coverage["history model"] += 1
 
