@@ -3,8 +3,9 @@
 (``tests/test_dyntra_override_differential.py``, whose docstring says what
 the traces hold): the copy (``a``) and the override (``b``) stepped through
 the same random trace, compared after every call. The recompute
-differential's machine (:mod:`tests.support.recompute_machine`) subclasses
-it."""
+and profiling-chunk differentials' machines
+(:mod:`tests.support.recompute_machine`, :mod:`tests.support.profiling_machine`)
+subclass it."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ from tests.support.differential import (
 )
 from tests.support.model_outputs import fake_model_output
 from tests.support.vllm_objects import make_request, make_scheduler, make_vllm_config
+
+# The trace's configuration (sibling machines draw it too).
+BUILD_DRAWS: dict[str, st.SearchStrategy[Any]] = {
+    "max_num_seqs": st.integers(1, 6),
+    "num_blocks": st.one_of(st.integers(6, 16), st.integers(48, 96)),
+    "budget": st.sampled_from([32, 64, 128, 512]),
+    "prefix_caching": st.booleans(),
+}
 
 # What every passing run must have reached at least once.
 REACHED = ("preemption", "admitted", "paused by plan", "held by plan", "finished")
@@ -65,12 +74,7 @@ class DyntraMachine(RuleBasedStateMachine):
         self.reset_done = False
         self.trace: list[str] = []
 
-    @initialize(
-        max_num_seqs=st.integers(1, 6),
-        num_blocks=st.one_of(st.integers(6, 16), st.integers(48, 96)),
-        budget=st.sampled_from([32, 64, 128, 512]),
-        prefix_caching=st.booleans(),
-    )
+    @initialize(**BUILD_DRAWS)
     def build(
         self, max_num_seqs: int, num_blocks: int, budget: int, prefix_caching: bool
     ) -> None:
@@ -181,6 +185,11 @@ class DyntraMachine(RuleBasedStateMachine):
         self.preemptions = preemptions
         if output.scheduled_new_reqs:
             self.coverage["admitted"] += 1
+        self.count_extra(output)
+
+    def count_extra(self, output: Any) -> None:
+        """The coverage of the scheduler's own paths (DyntraLB's plan here;
+        a subclass machine counts its scheduler's)."""
         if getattr(self.a, "_lb_paused_req_ids", ()):
             self.coverage["paused by plan"] += 1
         admit = getattr(self.a, "_lb_admit_req_ids", None)
@@ -224,7 +233,7 @@ class DyntraMachine(RuleBasedStateMachine):
             self.a is not None
             and not self.pending
             and not self.reset_done
-            and not getattr(self.a, "_lb_paused_req_ids", ())
+            and not self.keeps_kv()
             and len(self.a.running) >= 2
         )
     )
@@ -248,6 +257,11 @@ class DyntraMachine(RuleBasedStateMachine):
             }
 
         self.same("scheduler state", full(self.a), full(self.b))
+
+    def keeps_kv(self) -> bool:
+        """Whether a request holds its KV outside the queues (DyntraLB's
+        pause), which forbids a prefix-cache reset."""
+        return bool(getattr(self.a, "_lb_paused_req_ids", ()))
 
     def extra_state(self, sched: Any) -> dict[str, Any]:
         """More state a subclass machine compares (none here)."""
