@@ -29,6 +29,9 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.multiproc,
     pytest.mark.slow,
+    # The replay's own 900 s bound (below) is the hang guard; the suite's
+    # 600 s default would end the fixture first on a loaded machine.
+    pytest.mark.timeout(1000),
 ]
 
 CAP = 4

@@ -176,9 +176,9 @@ class DyntraMachine(RuleBasedStateMachine):
 
     def count(self, output: Any) -> None:
         self.coverage["steps"] += 1
-        # 0.27.1 reports only reset preemptions in preempted_req_ids: a
-        # preemption is read off the requests' counters (an lb pause keeps
-        # its counter).
+        # A preemption is read off the requests' counters (an lb pause keeps
+        # its counter; preempted_req_ids also names requests a reset
+        # preempted).
         preemptions = sum(r.num_preemptions for r in self.a.requests.values())
         if preemptions > self.preemptions:
             self.coverage["preemption"] += 1
