@@ -127,3 +127,12 @@ def override_module(
         module = _exec(name, path)
     assert module.Scheduler is scheduler
     return module
+
+
+def variant_module(src: Path, rel: str, patch: Path, old: str, new: str) -> ModuleType:
+    """A known-bad variant of the override, for a negative control: ``rel``
+    with ``patch`` applied and ``old`` replaced by ``new`` (which must occur)."""
+    text = patched_source(src, rel, patch)
+    bad = text.replace(old, new)
+    assert bad != text, f"{old!r} is not in the patched {rel}"
+    return override_module(src, rel, patch, bad)
