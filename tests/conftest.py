@@ -4,9 +4,15 @@ import os
 
 import pytest
 
+from tests.support import hermetic_generation
+
 # The session's shared balance-on DP 2 server, for the tests that only need
 # one (tests/support/shared_server.py).
 from tests.support.shared_server import bounded_balance_server  # noqa: F401
+
+# A test's Hypothesis examples must not depend on which tests ran before it
+# in the process (tests/support/hermetic_generation.py says how they did).
+hermetic_generation.pin()
 
 # Nothing in the suite may reach a model hub: models are local config dirs.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

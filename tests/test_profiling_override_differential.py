@@ -19,7 +19,8 @@ smoothing on or off, online calibration on or off), then refitted online,
 and retargeted, from the same samples. Every field of both
 ``SchedulerOutput``s and ``EngineCoreOutputs`` and the scheduler state
 (with the predictor's) must agree on every step, except the paths in
-:data:`DRIFT`.
+:data:`DRIFT` and the prefill stats of a request once it has been preempted
+(drift P11, left out by the machine for those requests only).
 
 Left out: the scheduler has no async variant (vllm-ascend uses this class
 with or without async scheduling; the two steps in flight here are the PP
@@ -82,6 +83,8 @@ DRIFT: dict[str, str] = {
     # copy reports only its own step's preemptions. The requests' preemption
     # counters (in the compared state) still agree.
     "SchedulerOutput.preempted_req_ids": "P9",
+    # P11 (the copy resets a resumed request's prefill stats) is per request,
+    # not per path: profiling_machine.ProfilingMachine.outputs_tree.
 }
 
 

@@ -34,7 +34,7 @@ asked; the copy takes the last running request whatever the policy).
 Negative controls: an override that always preempts (never finishes a
 victim as recomputed, though the connector's offload failed), and one that
 drops the ``stop_reason="recomputed"`` outputs, must each make the same
-machine fail.
+machine fail, sync and async.
 
 Runs on the release lane with ``$VAB_VLLM_ASCEND_SRC`` set (skipped without,
 with the reason); by hand: ``VAB_VLLM_ASCEND_SRC=/path/to/vllm-ascend
@@ -147,18 +147,24 @@ def test_sides_are_what_they_claim() -> None:
 def test_override_matches_the_copy_on_random_traces(name: str) -> None:
     cls = machine(COPY, OVERRIDE, name, DRIFT, BLOCK_NUM)
     # The DyntraLB plan pauses requests half the time, which relieves the KV
-    # pool: twice the traces to reach its preemptions as often.
-    examples = SETTINGS.max_examples * (2 if cls.dyntra else 1)
+    # pool: twice the traces to reach its preemptions as often; async, three
+    # times that again, since a trace ends at its first victim with output in
+    # flight (R1) (offloaded preemptions reached at 400, 800, 1,200 traces:
+    # 0, 11, 29).
+    examples = SETTINGS.max_examples
+    if cls.dyntra:
+        examples *= 6 if name.startswith("Async") else 2
     run_state_machine_as_test(cls, settings=settings(SETTINGS, max_examples=examples))
     print(f"{cls.__name__} coverage: {dict(cls.coverage)}")
     for reached in REACHED + (DYNTRA_REACHED if cls.dyntra else ()):
         assert cls.coverage[reached] > 0, (reached, str(dict(cls.coverage)))
 
 
+@pytest.mark.parametrize("cls_name", ["RecomputeScheduler", "AsyncRecomputeScheduler"])
 @pytest.mark.parametrize("name", sorted(KNOWN_BAD))
-def test_a_known_bad_override_is_caught(name: str) -> None:
+def test_a_known_bad_override_is_caught(name: str, cls_name: str) -> None:
     bad: type[RecomputeMachine] = machine(
-        COPY, _known_bad(name), "RecomputeScheduler", DRIFT, BLOCK_NUM
+        COPY, _known_bad(name), cls_name, DRIFT, BLOCK_NUM
     )
     strict = settings(SETTINGS, phases=[Phase.generate])
     with pytest.raises(Divergence):

@@ -153,6 +153,8 @@ class ProfilingMachine(DyntraMachine):
             sched.run_profiling_chunk_init(self.timer)
             assert sched.profiling_chunk_manager.is_ready
         self.seen: Counter = Counter()
+        self.resumed: set[str] = set()
+        self.left_out: set[tuple[int, str]] = set()
         self.observe()
         DyntraMachine.add_requests(self, first)
 
@@ -261,6 +263,23 @@ class ProfilingMachine(DyntraMachine):
         for sched in (self.a, self.b):
             sched.profiling_chunk_config.need_timing = False
 
+    def outputs_tree(self, outputs: dict[int, Any]) -> Any:
+        """Drift P11 (docs/schedule-copies.md): since 0.27.0 a request's
+        prefill stats are those of its first admission; the copy sets them
+        again when a preempted request is admitted anew. So the stats of a
+        request that has been preempted are left out, and only those."""
+        for eco in outputs.values():
+            for output in eco.outputs:
+                if output.prefill_stats is not None and output.request_id in (
+                    self.resumed
+                ):
+                    left_out = (self.steps, output.request_id)  # once, not per side
+                    if left_out not in self.left_out:
+                        self.left_out.add(left_out)
+                        self.coverage["prefill stats left out (P11)"] += 1
+                    output.prefill_stats = "<drift P11>"
+        return super().outputs_tree(outputs)
+
     def extra_state(self, sched: Any) -> dict[str, Any]:
         manager = sched.profiling_chunk_manager
         return {
@@ -275,6 +294,11 @@ class ProfilingMachine(DyntraMachine):
         """No cross-rank plan: profiling chunk has none."""
 
     def count_extra(self, output: Any) -> None:
+        # After each step: the requests preempted so far (by the step or a
+        # prefix-cache reset before it), whose prefill stats P11 changes.
+        self.resumed.update(
+            rid for rid, r in self.a.requests.items() if r.num_preemptions
+        )
         for seen in +self.seen:  # the kinds seen in this step
             self.coverage[seen] += 1
         self.seen.clear()
