@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Examples that do not depend on what else the process imported.
 
-Hypothesis (since 6.131: HypothesisWorks/hypothesis#4356) replaces, with
+Hypothesis (since 6.131.1: HypothesisWorks/hypothesis#4356) replaces, with
 probability 0.05, a drawn integer, float, string or bytes value by a constant
 found in the source of a *local* module loaded so far (neither stdlib nor
 site-packages nor a test file: this package's modules and the vllm-ascend
