@@ -96,10 +96,12 @@ def test_prefillable_means_it_fits() -> None:
     assert holds(make_policy("sglang-delayer:3"), [[READY, BUSY]] * 2) == [True] * 2
 
 
-def _schedulers(tmp: Path, n: int, budget: int, peer: bool = False) -> list[Any]:
+def _schedulers(
+    tmp: Path, n: int, budget: int, peer: bool = False, kv_tokens: int | None = None
+) -> list[Any]:
     opts = SimOptions(
         dp_size=n, max_num_seqs=CAP, max_num_batched_tokens=budget,
-        max_model_len=4096, longest_request_tokens=1024,
+        max_model_len=4096, longest_request_tokens=1024, kv_cache_tokens=kv_tokens,
     )  # fmt: skip
     return build_schedulers(
         opts, False, write_tiny_moe_model(tmp / "m", 4096), peer_gate=peer
@@ -123,6 +125,23 @@ def test_admissible_matches_schedule(tmp_path: Path) -> None:
     _add(sched, 1, 100)
     assert admissible_now(sched) == 0
     assert len(sched.schedule().scheduled_new_reqs) == 0
+
+
+def test_admissible_needs_the_whole_prompt_where_vllm_reserves_it(
+    tmp_path: Path,
+) -> None:
+    """Where the scheduler reserves the whole sequence at admission
+    (``scheduler_reserve_full_isl``, vLLM 0.32's default), a waiting request
+    whose first chunk fits the free blocks but whose prompt does not is not
+    admitted: :func:`admissible_now` agrees with ``schedule()`` (the old
+    model counted the first chunk's blocks only and said 1)."""
+    (sched,) = _schedulers(tmp_path, 1, budget=64, kv_tokens=1024)
+    block = int(sched.block_size)
+    free_tokens = sched.kv_cache_manager.block_pool.get_num_free_blocks() * block
+    _add(sched, 0, free_tokens + block)  # its first 64 tokens fit, not all
+    full = bool(getattr(sched, "scheduler_reserve_full_isl", False))
+    assert admissible_now(sched) == (0 if full else 1)
+    assert admissible_now(sched) == len(sched.schedule().scheduled_new_reqs)
 
 
 # ------------------------------------ item 3/9: TensorRT-LLM's own router

@@ -82,24 +82,42 @@ def admissible_now(scheduler: Any) -> int:
     """How many waiting requests vLLM's ``Scheduler.schedule()`` would admit
     if it ran now: the running requests take the token budget first (one
     token per decode, the rest of the budget for a chunk), then waiting
-    requests in queue order while a slot, budget and the blocks of their
-    first chunk remain (stops at the first that does not fit, as
-    ``schedule()``'s waiting loop does). Prefix caching is off in the
-    simulation, so every block of a new request is a new block."""
+    requests in queue order while a slot, budget and KV blocks remain (stops
+    at the first that does not fit, as ``schedule()``'s waiting loop does).
+
+    A request takes the blocks of its first chunk; where the scheduler
+    reserves the whole sequence at admission (``scheduler_reserve_full_isl``,
+    on by default since vLLM 0.32: ``KVCacheManager.allocate_slots(...,
+    full_sequence_must_fit=True)``) it is admitted only if the blocks of all
+    its tokens (up to ``max_model_len``) are free, with the KV watermark
+    once a request is running. Prefix caching is off in the simulation, so
+    every block of a new request is a new block."""
     budget = int(scheduler.max_num_scheduled_tokens)
     for req in scheduler.running:
         left = req.num_prompt_tokens - req.num_computed_tokens
         budget -= min(left, max(budget, 0)) if left > 0 else 1
     slots = int(scheduler.max_num_running_reqs) - len(scheduler.running)
-    free = scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+    kv = scheduler.kv_cache_manager
+    free = kv.block_pool.get_num_free_blocks()
     block = int(scheduler.block_size)
+    full_isl = bool(getattr(scheduler, "scheduler_reserve_full_isl", False))
+    watermark = int(getattr(kv, "watermark_blocks", 0))
+    max_model_len = int(getattr(scheduler, "max_model_len", 0)) or None
     count = 0
     for req in scheduler.waiting:
         if count >= slots or budget <= 0:
             break
+        # vLLM applies the watermark only with a request scheduled already.
+        headroom = watermark if (scheduler.running or count) else 0
+        if full_isl:
+            tokens = req.num_tokens
+            if max_model_len is not None:
+                tokens = min(tokens, max_model_len)
+            if -(-tokens // block) + headroom > free:
+                break
         n = min(req.num_prompt_tokens - req.num_computed_tokens, budget)
         blocks = -(-(req.num_computed_tokens + n) // block)
-        if blocks > free:
+        if blocks + headroom > free:
             break
         free -= blocks
         budget -= n

@@ -142,17 +142,7 @@ class SGLangRounds:
 
 
 def admits(scheduler: Any) -> bool:
-    """Whether ``schedule()`` admits the head waiting request:
-    :func:`admissible_now`, and, where vLLM reserves the whole sequence at
-    admission (``scheduler_reserve_full_isl``, on by default since 0.32),
-    free blocks for all of its tokens, not only its first chunk's."""
-    if admissible_now(scheduler) == 0:
-        return False
-    if not getattr(scheduler, "scheduler_reserve_full_isl", False):
-        return True
-    head = next(iter(scheduler.waiting))
-    block = int(scheduler.block_size)
-    tokens = min(head.num_tokens, int(scheduler.max_model_len))
-    kv = scheduler.kv_cache_manager
-    need = -(-tokens // block) + int(getattr(kv, "watermark_blocks", 0))
-    return bool(need <= kv.block_pool.get_num_free_blocks())
+    """Whether ``schedule()`` admits the head waiting request
+    (:func:`admissible_now`, which applies vLLM's whole-sequence
+    reservation where the scheduler has it)."""
+    return admissible_now(scheduler) > 0
