@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
+from hypothesis.internal.constants_ast import is_local_module_file
 
 from tests.support import hermetic_generation
 
@@ -43,7 +44,11 @@ def _draws() -> list[int]:
 def import_new_local_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Imports a module with fresh constants from a local directory."""
     name = f"vab_constants_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text(NEW_MODULE)
+    path = tmp_path / f"{name}.py"
+    path.write_text(NEW_MODULE)
+    # Hypothesis skips files under a directory named test/tests: a base
+    # temporary directory there would leave the control nothing to draw.
+    assert is_local_module_file(str(path)), f"{path} is not local to Hypothesis"
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def load() -> None:

@@ -131,7 +131,7 @@ def test_admissible_needs_the_whole_prompt_where_vllm_reserves_it(
     tmp_path: Path,
 ) -> None:
     """Where the scheduler reserves the whole sequence at admission
-    (``scheduler_reserve_full_isl``, vLLM 0.32's default), a waiting request
+    (``scheduler_reserve_full_isl``, on in every pinned vLLM), a waiting request
     whose first chunk fits the free blocks but whose prompt does not is not
     admitted: :func:`admissible_now` agrees with ``schedule()`` (the old
     model counted the first chunk's blocks only and said 1)."""

@@ -87,11 +87,15 @@ def admissible_now(scheduler: Any) -> int:
 
     A request takes the blocks of its first chunk; where the scheduler
     reserves the whole sequence at admission (``scheduler_reserve_full_isl``,
-    on by default since vLLM 0.32: ``KVCacheManager.allocate_slots(...,
-    full_sequence_must_fit=True)``) it is admitted only if the blocks of all
-    its tokens (up to ``max_model_len``) are free, with the KV watermark
-    once a request is running. Prefix caching is off in the simulation, so
-    every block of a new request is a new block."""
+    on by default in every vLLM the lanes pin, 0.23.0 to 0.32.0:
+    ``KVCacheManager.allocate_slots(..., full_sequence_must_fit=True)``) it
+    is admitted only if the blocks of all its tokens (up to
+    ``max_model_len``) are free, with the KV watermark once a request is
+    running. Prefix caching is off in the simulation, so every block of a
+    new request is a new block. Not modelled: the blocks the running loop
+    allocates before the waiting loop asks (a chunk or a decode crossing a
+    block boundary), so with requests running the count can be one too
+    many (``docs/peer-policies.md``, "What fits")."""
     budget = int(scheduler.max_num_scheduled_tokens)
     for req in scheduler.running:
         left = req.num_prompt_tokens - req.num_computed_tokens
