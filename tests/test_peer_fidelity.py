@@ -7,19 +7,24 @@ as the simulated engine does (nothing is mocked)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from vllm.v1.request import RequestStatus
 
+from tests.support.model_outputs import fake_model_output
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 from vllm_ascend_balance.replay.peers import (
     PassHistory,
     PeerPolicy,
     RankState,
     make_policy,
+    state,
 )
 from vllm_ascend_balance.replay.peers.state import admissible_now
 from vllm_ascend_balance.replay.peers.trtllm_adp import context_requests
@@ -142,6 +147,77 @@ def test_admissible_needs_the_whole_prompt_where_vllm_reserves_it(
     full = bool(getattr(sched, "scheduler_reserve_full_isl", False))
     assert admissible_now(sched) == (0 if full else 1)
     assert admissible_now(sched) == len(sched.schedule().scheduled_new_reqs)
+
+
+def _admitted(sched: Any, step: int) -> int:
+    """Run ``schedule()`` and the fake model; how many requests that were
+    waiting it scheduled (new or resumed)."""
+    waiting = {r.request_id for r in sched.waiting}
+    out = sched.schedule()
+    sched.update_from_output(out, fake_model_output(sched, out, step))
+    return len(waiting & set(out.num_scheduled_tokens))
+
+
+def _walk(tmp: Path, rule: Any) -> tuple[int, int, int, int]:
+    """A seeded random walk of one real scheduler near its KV limit (64
+    blocks, prompts up to 400 tokens, a 128-token budget); before every
+    ``schedule()``, ``rule`` predicts how many waiting requests it admits.
+    Returns (steps, wrong predictions, steps where a request waits and a
+    running request's next token needs a new block, steps with a preempted
+    request waiting)."""
+    (sched,) = _schedulers(tmp, 1, budget=128, kv_tokens=1024)
+    block = int(sched.block_size)
+    rng = random.Random(7)
+    steps = wrong = crossing = resumed = 0
+    index = 0
+    for step in range(600):
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            req = ReplayRequest(index, 0.0, rng.randint(8, 400), rng.randint(1, 40))
+            sched.add_request(make_request(f"r{index}", req, PromptPool(4096)))
+            index += 1
+        held = sched.kv_cache_manager.get_block_ids
+        crossing += bool(sched.waiting) and any(
+            len(held(r.request_id)[0]) * block <= r.num_computed_tokens
+            for r in sched.running
+        )
+        resumed += any(r.status == RequestStatus.PREEMPTED for r in sched.waiting)
+        predicted = rule(sched)
+        wrong += predicted != _admitted(sched, step)
+        steps += 1
+    return steps, wrong, crossing, resumed
+
+
+def _first_chunk_blind(sched: Any) -> int:
+    """The known-bad rule (the one before the fix): the running loop's
+    tokens, none of its blocks."""
+    real = state._running_loop
+
+    def tokens_only(s: Any, kv: Any, block: int, max_len: int | None) -> Any:
+        unbounded = SimpleNamespace(get_num_free_blocks=lambda: 1 << 30)
+        no_limit = SimpleNamespace(block_pool=unbounded, get_block_ids=kv.get_block_ids)
+        return real(s, no_limit, block, max_len)[0], 0
+
+    state._running_loop = tokens_only
+    try:
+        return admissible_now(sched)
+    finally:
+        state._running_loop = real
+
+
+def test_admissible_counts_the_running_loop_s_blocks(tmp_path: Path) -> None:
+    """``schedule()``'s running loop allocates first: a chunk or a decode
+    crossing a block boundary takes a block, and a step that must preempt
+    admits nothing; a preempted request replays its outputs when resumed.
+    Over a random walk near the KV limit,
+    :func:`admissible_now` predicts every step's admissions exactly
+    (oracle: the real ``schedule()``). Negative control: the rule that
+    ignores the running loop's blocks mispredicts on the same walk."""
+    steps, wrong, crossing, resumed = _walk(tmp_path / "a", admissible_now)
+    # the cases are exercised (600, 108 and 44 on vLLM 0.27.1 and 0.32.0)
+    assert steps == 600 and crossing >= 50 and resumed >= 20, (crossing, resumed)
+    assert wrong == 0
+    _, blind_wrong, _, _ = _walk(tmp_path / "b", _first_chunk_blind)
+    assert blind_wrong > 0
 
 
 # ------------------------------------ item 3/9: TensorRT-LLM's own router

@@ -78,6 +78,52 @@ def _prefilling(scheduler: Any) -> int:
     return sum(r.num_computed_tokens < r.num_prompt_tokens for r in scheduler.running)
 
 
+def _long_prefill_threshold(scheduler: Any) -> int:
+    config = getattr(scheduler, "scheduler_config", None)
+    return int(getattr(config, "long_prefill_token_threshold", 0) or 0)
+
+
+def _running_loop(
+    scheduler: Any, kv: Any, block: int, max_model_len: int | None
+) -> tuple[int, int] | None:
+    """The token budget left and the KV blocks taken by ``schedule()``'s
+    running loop (vLLM ``Scheduler.schedule()``: each running request in
+    order while budget remains, its new tokens capped by the budget, the
+    long-prefill threshold and ``max_model_len``; ``allocate_slots`` without
+    the watermark). None: the blocks do not fit, so vLLM would preempt."""
+    budget = int(scheduler.max_num_scheduled_tokens)
+    threshold = _long_prefill_threshold(scheduler)
+    lookahead = int(getattr(scheduler, "num_lookahead_tokens", 0) or 0)
+    free = kv.block_pool.get_num_free_blocks()
+    grown = 0
+    for req in scheduler.running:
+        if budget <= 0:
+            break
+        computed = req.num_computed_tokens
+        n = (
+            getattr(req, "num_tokens_with_spec", req.num_tokens)
+            + getattr(req, "num_output_placeholders", 0)
+            - computed
+        )
+        if 0 < threshold < n:
+            n = threshold
+        n = min(n, budget)
+        if max_model_len is not None:
+            n = min(n, max_model_len - computed)
+        if n <= 0:
+            continue
+        end = computed + n + lookahead
+        if max_model_len is not None:
+            end = min(end, max_model_len)
+        held = len(kv.get_block_ids(req.request_id)[0])
+        need = max(0, -(-end // block) - held)
+        if grown + need > free:
+            return None
+        grown += need
+        budget -= n
+    return budget, grown
+
+
 def admissible_now(scheduler: Any) -> int:
     """How many waiting requests vLLM's ``Scheduler.schedule()`` would admit
     if it ran now: the running requests take the token budget first (one
@@ -92,21 +138,27 @@ def admissible_now(scheduler: Any) -> int:
     is admitted only if the blocks of all its tokens (up to
     ``max_model_len``) are free, with the KV watermark once a request is
     running. Prefix caching is off in the simulation, so every block of a
-    new request is a new block. Not modelled: the blocks the running loop
-    allocates before the waiting loop asks (a chunk or a decode crossing a
-    block boundary), so with requests running the count can be one too
-    many (``docs/peer-policies.md``, "What fits")."""
-    budget = int(scheduler.max_num_scheduled_tokens)
-    for req in scheduler.running:
-        left = req.num_prompt_tokens - req.num_computed_tokens
-        budget -= min(left, max(budget, 0)) if left > 0 else 1
-    slots = int(scheduler.max_num_running_reqs) - len(scheduler.running)
+    new request is a new block. The running loop goes first and takes the
+    blocks its chunks and decodes cross into; where they do not fit, vLLM
+    preempts, and a step that preempted admits nothing (``if not
+    preempted_reqs`` before the waiting loop), so the count is 0.
+
+    Returns:
+        The number of requests at the head of ``scheduler.waiting`` that
+        ``schedule()`` would admit (0 or more).
+    """
     kv = scheduler.kv_cache_manager
-    free = kv.block_pool.get_num_free_blocks()
     block = int(scheduler.block_size)
+    max_model_len = int(getattr(scheduler, "max_model_len", 0)) or None
+    taken = _running_loop(scheduler, kv, block, max_model_len)
+    if taken is None:
+        return 0
+    budget, grown = taken
+    slots = int(scheduler.max_num_running_reqs) - len(scheduler.running)
+    free = kv.block_pool.get_num_free_blocks() - grown
     full_isl = bool(getattr(scheduler, "scheduler_reserve_full_isl", False))
     watermark = int(getattr(kv, "watermark_blocks", 0))
-    max_model_len = int(getattr(scheduler, "max_model_len", 0)) or None
+    threshold = _long_prefill_threshold(scheduler)
     count = 0
     for req in scheduler.waiting:
         if count >= slots or budget <= 0:
@@ -119,7 +171,10 @@ def admissible_now(scheduler: Any) -> int:
                 tokens = min(tokens, max_model_len)
             if -(-tokens // block) + headroom > free:
                 break
-        n = min(req.num_prompt_tokens - req.num_computed_tokens, budget)
+        n = req.num_tokens - req.num_computed_tokens  # a resumed one replays outputs
+        if 0 < threshold < n:
+            n = threshold
+        n = min(n, budget)
         blocks = -(-(req.num_computed_tokens + n) // block)
         if blocks + headroom > free:
             break
