@@ -364,3 +364,44 @@ def test_headline_is_the_best_peer_per_cell_with_the_margin() -> None:
     # Reaching zero against the best rival (off included): off's TTFT p50
     # (90) beats ours on every seed, so that cell falls too.
     assert row.startswith(f"| `{settings.RECOMMENDED}` | 4 of 5 | 4 of 5 | 3 of 5 |")
+
+
+def test_the_bar_is_applied_to_every_setting_peers_included() -> None:
+    """Every setting, a peer's too, against the best of the other peer
+    settings per cell with the 5 % margin (counts worked by hand from the
+    means). A peer better on both axes clears it in every cell; the
+    trade-off peers and ours each lose the two cells it leads. Negative
+    control: with that peer gone, ours holds TTFT p50 (100 against 102)."""
+    modes = {
+        "off": (90.0, 50.0),
+        settings.RECOMMENDED: (100.0, 40.0),
+        "sglang-delayer": (150.0, 30.0),
+        "sglang-delayer:8": (102.0, 41.0),
+        "trtllm-adp": (80.0, 20.0),  # better than every other on both
+    }
+
+    def record(names: list[str]) -> dict[str, object]:
+        runs = [
+            {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
+             "span_s": 5.0, "mode_wall_s": {},
+             "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
+                            "ttft_p50": modes[m][0] * scale,
+                            "tpot_p99": modes[m][1] * scale}
+                        for m in names}}
+            for s, scale in enumerate((1.0, 1.1, 0.9))
+        ]  # fmt: skip
+        return {"case": "x-dp4", "runs": runs}
+
+    def rows(text: str) -> dict[str, str]:
+        start = text.index("**The bar, applied to every setting**")
+        table = text[start:].split("\n\n")[1].splitlines()[2:]
+        return {r.split(" | ")[0][2:]: r.split(" | ")[1] for r in table}
+
+    bar = rows(markdown([record(list(modes))], "0.0"))
+    assert bar["trtllm-adp default"] == "5 of 5"
+    assert bar["sglang-delayer default"] == "3 of 5"
+    assert bar["sglang-delayer tuned"] == "3 of 5"  # :8, the lower score
+    assert bar[f"`{settings.RECOMMENDED}` (ours)"] == "3 of 5"
+    without = rows(markdown([record([m for m in modes if m != "trtllm-adp"])], "0.0"))
+    assert without[f"`{settings.RECOMMENDED}` (ours)"] == "4 of 5"
+    assert without["sglang-delayer default"] == "4 of 5"  # TPOT: it leads

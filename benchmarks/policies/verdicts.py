@@ -117,6 +117,52 @@ def held_per_setting(records: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def bar_for_every_setting(records: list[dict[str, Any]]) -> list[str]:
+    """The headline's bar applied to every setting, peers' included: per
+    setting (ours by mode, a peer by its label, ``sglang-delayer tuned``),
+    the scored cells within the margin of the best of the *other* peer
+    settings per cell (interval's worse end; then the mean alone). A peer
+    setting is never judged against itself, so a peer that leads a cell
+    holds it when the runner-up is within the margin or behind; a case with
+    one peer setting judges no peer. Shows whether the bar is one any
+    single setting of the field clears."""
+    totals: dict[str, list[int]] = {}
+    for record in records:
+        values = case_values(record)
+        rv = rivals(values)
+        peers = peer_modes(rv)
+        subjects = {lb: m for lb, m in rv.items() if lb != settings.BASELINE}
+        subjects.update({m: m for m in settings.OURS if m in values})
+        for label, mode in subjects.items():
+            others = [p for p in peers if p != mode]
+            if not others:
+                continue
+            t = totals.setdefault(label, [0, 0, 0])
+            t[0] += _held(values, mode, others, MARGIN)
+            t[1] += _mean_held(values, mode, others)
+            t[2] += len(SCORED)
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+    ours = set(settings.OURS)
+    pct = f"{100 * MARGIN:g} %"
+    return [
+        "**The bar, applied to every setting** (ours and each peer's): cells "
+        f"within {pct} of the best of the *other* peer settings per cell "
+        "(the interval's worse end; then the mean alone). A peer setting is "
+        "judged without itself; ours against every peer setting. No single "
+        "setting is the best peer in every cell, so this is how far each "
+        "setting of the field, ours or a peer's, is from the headline's bar.",
+        "",
+        f"| setting | within {pct} of the best other peer (interval) | on the mean |",
+        "|---|---|---|",
+        *[
+            f"| {'`' + lb + '` (ours)' if lb in ours else lb} | {h} of {n} | "
+            f"{m} of {n} |"
+            for lb, (h, m, n) in ranked
+        ],
+        "",
+    ]
+
+
 #: The secondary view's rules for picking one peer setting per case.
 PICKS = (
     ("tuning score", None),
@@ -233,6 +279,7 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
         "",
         *strongest_rows(records),
         *held_per_setting(records),
+        *bar_for_every_setting(records),
         f"**Pairwise wins of `{rec}`** (cells of {', '.join(NAMES[k] for k in SCORED)} "
         "over all cases where the paired interval lies wholly on one side): "
         "won / lost.",
