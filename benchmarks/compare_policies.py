@@ -49,7 +49,7 @@ from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.render import markdown  # noqa: E402
 from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
 from benchmarks.policies.runs import command, run_seed  # noqa: E402
-from benchmarks.policies.verdicts import held_out_modes  # noqa: E402
+from benchmarks.policies.verdicts import held_out_plan  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -115,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--held-out", action="store_true",
         help="the held-out run: the seeds drawn from settings.FROZEN_AT, per "
-        "case the modes the design table judged (ours, each peer's default "
-        "and tuned point), written to benchmarks/results/policies_heldout",
+        "case the modes its stored run judged (chosen at the freeze from the "
+        "design table: ours, each peer's default and tuned point), written "
+        "to benchmarks/results/policies_heldout",
     )  # fmt: skip
     p.add_argument(
         "--out",
@@ -156,12 +157,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         code = (where, args.code_label or where.name)
     design: dict[str, dict[str, Any]] = {}
+    frozen: dict[str, dict[str, Any]] = {}
     if args.held_out:
         try:
             args.seeds = settings.held_out_seeds(settings.FROZEN_AT)
         except ValueError as error:
             raise SystemExit(f"--held-out: {error} (settings.FROZEN_AT)") from None
         design = {r["case"]: r for r in _load(RESULTS / "policies.json")}
+        frozen = {r["case"]: r for r in _load(RESULTS / "policies_heldout.json")}
     partial = bool(
         args.cases or args.quick or args.modes or args.cost
         or (sorted(args.seeds) != sorted(settings.SEEDS) and not args.held_out)
@@ -199,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.modes:
             return list(args.modes.split(","))
         if args.held_out:
-            if case.key not in design:
-                raise SystemExit(f"--held-out: {case.key} has no design row")
-            return held_out_modes(design[case.key])
+            return held_out_plan(case.key, design, frozen.get(case.key))
         return settings.all_modes(args.quick, case.points)
 
     if args.cost:

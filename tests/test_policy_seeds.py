@@ -19,7 +19,7 @@ import pytest
 
 from benchmarks.policies import cases, judging, settings
 from benchmarks.policies.render import markdown
-from benchmarks.policies.verdicts import held_out_modes
+from benchmarks.policies.verdicts import held_out_modes, held_out_plan
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -116,3 +116,30 @@ def test_the_table_says_which_seeds_are_which(monkeypatch: pytest.MonkeyPatch) -
     # Negative control: seeds of neither set are named as such.
     other = markdown([_record("x-dp4", [200, 201], modes)], "0.0")
     assert "neither the design set nor the drawn held-out set" in other
+
+
+def test_the_held_out_run_keeps_the_modes_judged_at_the_freeze() -> None:
+    """A later design table (more seeds, other tuned points) does not change
+    what the held-out seeds judge: the stored held-out run's modes, in
+    order. Negative control: without a stored run the design decides, and
+    here it would pick another tuned point."""
+    delayer = settings.PEERS[0]
+    first, second = delayer.sweep[0], delayer.sweep[1]
+    later_design = _record(
+        "x-dp4", [0, 1, 2, 3, 4],
+        {settings.BASELINE: 100.0, delayer.default: 95.0, first: 85.0,
+         second: 80.0},
+    )  # fmt: skip
+    at_freeze = _record(
+        "x-dp4", [9, 10], {settings.BASELINE: 100.0, delayer.default: 95.0,
+                           first: 80.0},
+    )  # fmt: skip
+    design = {"x-dp4": later_design}
+    assert held_out_plan("x-dp4", design, at_freeze) == [
+        settings.BASELINE, delayer.default, first,
+    ]  # fmt: skip
+    assert held_out_plan("x-dp4", design, None) == [
+        settings.BASELINE, delayer.default, second,
+    ]  # fmt: skip
+    with pytest.raises(SystemExit, match="y-dp4 has no design row"):
+        held_out_plan("y-dp4", design, None)

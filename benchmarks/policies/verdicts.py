@@ -61,6 +61,26 @@ def held_out_modes(design: dict[str, Any]) -> list[str]:
     return [settings.BASELINE, *ours, *peer_modes(rivals(values))]
 
 
+def held_out_plan(
+    case: str, design: dict[str, Any], frozen: dict[str, Any] | None
+) -> list[str]:
+    """The modes the held-out run judges in ``case``: those its stored run
+    judged (``frozen``, the case's record of ``policies_heldout.json``,
+    chosen at the freeze from the design table of that time, seeds 0-2),
+    so that a later design table (more seeds, a fixed peer model, other
+    tuned points) does not change what the held-out seeds judge; a case
+    the stored run lacks takes :func:`held_out_modes` of ``design``.
+
+    Raises:
+        SystemExit: neither record has the case.
+    """
+    if frozen and frozen.get("runs"):
+        return list(frozen["runs"][0]["values"])
+    if case not in design:
+        raise SystemExit(f"--held-out: {case} has no design row")
+    return held_out_modes(design[case])
+
+
 def _held(values: Values, mode: str, rivals_: list[str], margin: float | None) -> int:
     return sum(h.held for h in held_cells(values, mode, rivals_, SCORED, margin))
 
