@@ -46,7 +46,7 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
 from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.judging import MARGIN, SCORED, held_cells  # noqa: E402
 from benchmarks.policies.runs import case_values, run_modes  # noqa: E402
-from benchmarks.policies.verdicts import peer_modes, rivals  # noqa: E402
+from benchmarks.policies.verdicts import peer_modes, record_rivals  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STORED = RESULTS / "policies_heldout.json"
@@ -64,10 +64,10 @@ def case_rows(record: dict[str, Any], work: Path) -> dict[str, Any]:
     """``{"case", "seeds", "commands", "peers", "rows"}``: ``rows`` maps
     ``"<mode> (<router>)"`` and each peer setting to ``{metric: [value per
     seed]}``; ``peers``: the peer settings judged against (each family's
-    default and tuned point, :func:`.verdicts.rivals`)."""
+    default and tuned point, :func:`.verdicts.record_rivals`)."""
     values = case_values(record)
     seeds = [r["seed"] for r in record["runs"]]
-    peers = peer_modes(rivals(values))
+    peers = peer_modes(record_rivals(record))
     case = next(c for c in cases.select([record["case"]], False))
     rows: dict[str, Any] = {}
     commands = []
@@ -86,6 +86,18 @@ def case_rows(record: dict[str, Any], work: Path) -> dict[str, Any]:
         rows[p] = values[p]
     return {"case": case.key, "seeds": seeds, "commands": commands,
             "peers": peers, "rows": rows}  # fmt: skip
+
+
+def with_peers(result: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with its peer settings and their rows taken again from the
+    stored held-out ``record`` (:func:`.verdicts.record_rivals`), its own
+    rows (ours behind each router) kept: the judging set follows the
+    verdicts' rule without running ours again."""
+    values = case_values(record)
+    peers = peer_modes(record_rivals(record))
+    rows = {k: v for k, v in result["rows"].items() if k not in result["peers"]}
+    rows.update({p: values[p] for p in peers})
+    return {**result, "peers": peers, "rows": rows}
 
 
 def held(res: dict[str, Any], mode: str, router: str) -> list[str]:
@@ -138,14 +150,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", action="append", help="case key (default: all)")
     ap.add_argument("--out", type=Path, default=RESULTS / "placement")
     ap.add_argument(
-        "--render", action="store_true", help="rewrite the .md from the .json"
+        "--render",
+        action="store_true",
+        help="rewrite the .md from the .json (its peer settings and their rows "
+        "taken again from the held-out table's)",
     )
     args = ap.parse_args(argv)
+    stored = {r["case"]: r for r in json.loads(STORED.read_text())}
     if args.render:
         results = json.loads(args.out.with_suffix(".json").read_text())
+        results = [with_peers(r, stored[r["case"]]) for r in results]
+        args.out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
         args.out.with_suffix(".md").write_text(markdown(results) + "\n")
         return 0
-    stored = {r["case"]: r for r in json.loads(STORED.read_text())}
     keys = args.case or list(stored)
     unknown = [k for k in keys if k not in stored]
     if unknown:

@@ -405,3 +405,42 @@ def test_the_bar_is_applied_to_every_setting_peers_included() -> None:
     without = rows(markdown([record([m for m in modes if m != "trtllm-adp"])], "0.0"))
     assert without[f"`{settings.RECOMMENDED}` (ours)"] == "4 of 5"
     assert without["sglang-delayer default"] == "4 of 5"  # TPOT: it leads
+
+
+def test_the_bar_judges_a_leader_against_the_runner_up() -> None:
+    """A peer setting that leads a cell narrowly, with seed-to-seed spread,
+    is judged against the runner-up: the paired interval's worse end is
+    over 5 % here, so it does not hold its own cell (against itself it
+    would: the known-bad rule). A case with one peer setting judges no
+    peer. Per-seed TTFT p50, every other metric equal."""
+    per_seed = {
+        "off": [100.0, 100.0, 100.0],
+        settings.RECOMMENDED: [200.0, 200.0, 200.0],
+        "sglang-delayer": [90.0, 108.0, 99.0],  # mean 99: leads
+        "trtllm-adp": [100.0, 100.0, 100.0],  # runner-up
+    }
+
+    def record(case: str, names: list[str]) -> dict[str, object]:
+        runs = [
+            {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
+             "span_s": 5.0, "mode_wall_s": {},
+             "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
+                            "ttft_p50": per_seed[m][s]} for m in names}}
+            for s in range(3)
+        ]  # fmt: skip
+        return {"case": case, "runs": runs}
+
+    lead = judging.compare(
+        case_values(record("x-dp4", list(per_seed))),
+        "sglang-delayer", "trtllm-adp", "ttft_p50",
+    )  # fmt: skip
+    assert lead.mean < 0 and lead.hi > judging.MARGIN  # leads, wide interval
+    text = markdown([record("x-dp4", list(per_seed))], "0.0")
+    bar = text[text.index("**The bar, applied to every setting**") :]
+    assert "| sglang-delayer default | 4 of 5 |" in bar  # TTFT p50 not held
+    assert "some setting holds 4 of 5 cells" in bar
+    alone = markdown([record("y-dp4", ["off", settings.RECOMMENDED,
+                                       "sglang-delayer"])], "0.0")  # fmt: skip
+    bar = alone[alone.index("**The bar, applied to every setting**") :]
+    assert "sglang-delayer default |" not in bar.split("\n\n")[1]
+    assert f"| `{settings.RECOMMENDED}` (ours) | 4 of 5 |" in bar

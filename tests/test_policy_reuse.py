@@ -165,3 +165,26 @@ def test_package_digest_follows_the_package_code(tmp_path: Path) -> None:
     assert reuse.package_digest(tmp_path) == before
     (pkg / "rule.py").write_text("HOLD = 2\n")
     assert reuse.package_digest(tmp_path) != before
+
+
+def test_fits_rules_tool_refuses_checkouts_that_differ_beyond_the_rule(
+    tmp_path: Path,
+) -> None:
+    """``benchmarks/compare_fits_rules.py``: equal answers of the rule mean
+    equal rows only if nothing else in the package differs. A change to the
+    rule's module alone passes; negative control: a change anywhere else
+    (or a file only one side has) is named."""
+    from benchmarks.compare_fits_rules import RULE, other_changes
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    for root in (here, there):
+        (root / RULE).parent.mkdir(parents=True)
+        (root / RULE).write_text("rule = 1\n")
+        (root / "vllm_ascend_balance" / "other.py").write_text("x = 1\n")
+    (there / RULE).write_text("rule = 2\n")
+    assert other_changes(here, there) == []
+    (there / "vllm_ascend_balance" / "other.py").write_text("x = 2\n")
+    (there / "vllm_ascend_balance" / "new.py").write_text("")
+    assert other_changes(here, there) == [
+        "vllm_ascend_balance/new.py", "vllm_ascend_balance/other.py",
+    ]  # fmt: skip

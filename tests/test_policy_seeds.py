@@ -19,7 +19,8 @@ import pytest
 
 from benchmarks.policies import cases, judging, settings
 from benchmarks.policies.render import markdown
-from benchmarks.policies.verdicts import held_out_modes, held_out_plan
+from benchmarks.policies.runs import case_values
+from benchmarks.policies.verdicts import held_out_modes, held_out_plan, rivals
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -130,10 +131,9 @@ def test_the_held_out_run_keeps_the_modes_judged_at_the_freeze() -> None:
         {settings.BASELINE: 100.0, delayer.default: 95.0, first: 85.0,
          second: 80.0},
     )  # fmt: skip
-    at_freeze = _record(
-        "x-dp4", [9, 10], {settings.BASELINE: 100.0, delayer.default: 95.0,
-                           first: 80.0},
-    )  # fmt: skip
+    plan = {settings.BASELINE: 100.0, delayer.default: 95.0, first: 80.0}
+    drawn = settings.held_out_seeds(settings.FROZEN_AT)
+    at_freeze = _record("x-dp4", drawn, plan)
     design = {"x-dp4": later_design}
     assert held_out_plan("x-dp4", design, at_freeze) == [
         settings.BASELINE, delayer.default, first,
@@ -141,5 +141,26 @@ def test_the_held_out_run_keeps_the_modes_judged_at_the_freeze() -> None:
     assert held_out_plan("x-dp4", design, None) == [
         settings.BASELINE, delayer.default, second,
     ]  # fmt: skip
+    # A stored run of other seeds (a partial run, another freeze) is no plan.
+    other_seeds = _record("x-dp4", [9, 10], plan)
+    assert held_out_plan("x-dp4", design, other_seeds)[-1] == second
     with pytest.raises(SystemExit, match="y-dp4 has no design row"):
         held_out_plan("y-dp4", design, None)
+
+
+def test_held_out_rivals_are_the_points_fixed_on_the_design_seeds() -> None:
+    """On the held-out seeds a family's tuned point is the one the design
+    picked (the point it ran besides its default), even where its default
+    scores better there. Negative control: re-picked on the held-out values
+    (``frozen=False``), the tuned point is the default and the point the
+    design picked is judged by no one."""
+    delayer = settings.PEERS[0]
+    point = delayer.sweep[0]
+    modes = {settings.BASELINE: 100.0, delayer.default: 80.0, point: 90.0}
+    record = _record("x-dp4", settings.held_out_seeds(COMMIT), modes)
+    values = case_values(record)
+    assert rivals(values, frozen=True)[f"{delayer.name} tuned"] == point
+    assert rivals(values)[f"{delayer.name} tuned"] == delayer.default
+    with pytest.raises(ValueError, match="the held-out plan runs one"):
+        rivals(case_values(_record("x-dp4", [9], {**modes, delayer.sweep[1]: 1.0})),
+               frozen=True)  # fmt: skip

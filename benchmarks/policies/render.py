@@ -12,7 +12,7 @@ from . import settings, stats
 from .judging import METRICS, Values, tuned
 from .runs import case_values
 from .stats import t_interval
-from .verdicts import NAMES, judgments, rivals
+from .verdicts import NAMES, judgments, record_rivals
 
 
 def _num(x: float) -> str:
@@ -29,7 +29,9 @@ def case_table(record: dict[str, Any], values: Values) -> list[str]:
     seeds = ", ".join(str(r["seed"]) for r in runs)
     sizes = ", ".join(f"{r['requests']} req / {r['span_s']:g} s" for r in runs)
     wall = sum(r["wall_s"] for r in runs)
-    tuned_modes = {m: label for label, m in rivals(values).items() if "tuned" in label}
+    tuned_modes = {
+        m: label for label, m in record_rivals(record).items() if "tuned" in label
+    }
     ours = tuned(values, settings.OURS, settings.BASELINE)
     lines = [
         f"**{record['case']}** (seeds {seeds}: {sizes}; {wall:.0f} s wall)",
@@ -81,9 +83,7 @@ def _t_text(n: int) -> str:
 
 def held_out(seeds: list[int]) -> bool:
     """Whether ``seeds`` are the held-out seeds drawn from ``FROZEN_AT``."""
-    return bool(settings.FROZEN_AT) and seeds == settings.held_out_seeds(
-        settings.FROZEN_AT
-    )
+    return settings.is_held_out(seeds)
 
 
 def seed_provenance(seeds: list[int]) -> str:

@@ -187,6 +187,12 @@ HELD_OUT_COUNT = 5
 FROZEN_AT = "b3a30e912abb9d1d7c37425e49ec8c05ef0b7fce"
 
 
+def is_held_out(seeds: list[int]) -> bool:
+    """Whether ``seeds`` (in run order) are the held-out seeds drawn from
+    :data:`FROZEN_AT`."""
+    return bool(FROZEN_AT) and sorted(seeds) == held_out_seeds(FROZEN_AT)
+
+
 def held_out_seeds(frozen_at: str, count: int = HELD_OUT_COUNT) -> list[int]:
     """``count`` seeds drawn with ``random.Random(frozen_at)`` from those of
     :data:`SEED_RANGE` not in :data:`SEEN_SEEDS`: chosen by no one, after
