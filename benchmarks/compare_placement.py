@@ -45,8 +45,8 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
 
 from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.judging import MARGIN, SCORED, held_cells  # noqa: E402
+from benchmarks.policies.rivals import peer_modes, record_rivals  # noqa: E402
 from benchmarks.policies.runs import case_values, run_modes  # noqa: E402
-from benchmarks.policies.verdicts import peer_modes, record_rivals  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STORED = RESULTS / "policies_heldout.json"
@@ -64,7 +64,7 @@ def case_rows(record: dict[str, Any], work: Path) -> dict[str, Any]:
     """``{"case", "seeds", "commands", "peers", "rows"}``: ``rows`` maps
     ``"<mode> (<router>)"`` and each peer setting to ``{metric: [value per
     seed]}``; ``peers``: the peer settings judged against (each family's
-    default and tuned point, :func:`.verdicts.record_rivals`)."""
+    default and tuned point, :func:`.rivals.record_rivals`)."""
     values = case_values(record)
     seeds = [r["seed"] for r in record["runs"]]
     peers = peer_modes(record_rivals(record))
@@ -90,7 +90,7 @@ def case_rows(record: dict[str, Any], work: Path) -> dict[str, Any]:
 
 def with_peers(result: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     """``result`` with its peer settings and their rows taken again from the
-    stored held-out ``record`` (:func:`.verdicts.record_rivals`), its own
+    stored held-out ``record`` (:func:`.rivals.record_rivals`), its own
     rows (ours behind each router) kept: the judging set follows the
     verdicts' rule without running ours again."""
     values = case_values(record)

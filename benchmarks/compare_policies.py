@@ -48,8 +48,8 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
 from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.render import markdown  # noqa: E402
 from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
+from benchmarks.policies.rivals import held_out_plan  # noqa: E402
 from benchmarks.policies.runs import command, run_seed  # noqa: E402
-from benchmarks.policies.verdicts import held_out_plan  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

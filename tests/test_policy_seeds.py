@@ -19,8 +19,8 @@ import pytest
 
 from benchmarks.policies import cases, judging, settings
 from benchmarks.policies.render import markdown
+from benchmarks.policies.rivals import held_out_modes, held_out_plan, rivals
 from benchmarks.policies.runs import case_values
-from benchmarks.policies.verdicts import held_out_modes, held_out_plan, rivals
 
 pytestmark = pytest.mark.lane_scope("release")
 

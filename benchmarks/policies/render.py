@@ -10,9 +10,10 @@ from typing import Any
 
 from . import settings, stats
 from .judging import METRICS, Values, tuned
+from .rivals import record_rivals
 from .runs import case_values
 from .stats import t_interval
-from .verdicts import NAMES, judgments, record_rivals
+from .verdicts import NAMES, judgments
 
 
 def _num(x: float) -> str:
