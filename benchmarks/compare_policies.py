@@ -48,7 +48,7 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
 from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.render import markdown  # noqa: E402
 from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
-from benchmarks.policies.rivals import held_out_plan  # noqa: E402
+from benchmarks.policies.rivals import design_tuned, held_out_plan  # noqa: E402
 from benchmarks.policies.runs import command, run_seed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -222,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
                  "runs": []},
             )  # fmt: skip
             done.append(rec)
+            if args.held_out and case.key in design:
+                # What the held-out seeds judge each family at: the point
+                # tuned on the design table (never re-picked on them).
+                rec["tuned_on_design"] = design_tuned(design[case.key])
             for seed in seeds:
                 stored = next((r for r in rec["runs"] if r["seed"] == seed), None)
                 run = run_seed(

@@ -164,8 +164,21 @@ def test_settings_are_data_and_every_sweep_is_as_large_as_ours() -> None:
     # Negative control: a family with a smaller sweep is named.
     small = (settings.PeerFamily("x", "x", ("x:1",)),)
     assert settings.check_grids(small) == [
-        f"x: a grid of 2 point(s), ours has {len(settings.OURS)}"
+        f"x: a grid of 2 point(s), the case's has {settings.PEER_POINTS}"
     ]
+
+
+def test_every_grid_point_is_a_mode_the_replay_takes() -> None:
+    """A typo in a grid fails here, not an hour into the comparison: every
+    mode of the full run parses with the replay's ``--mode`` grammar (a peer
+    point is built, its knobs range-checked). Negative control: a knob out
+    of its source's range is refused."""
+    from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
+
+    modes = settings.all_modes()
+    assert len(parse_modes(",".join(modes))) == len(modes)
+    with pytest.raises(ModeError, match="LOW_OCCUPANCY_TIMEOUT_ITERS"):
+        parse_modes("off,trtllm-adp:12:2:2:50")
 
 
 def test_case_selection() -> None:

@@ -102,17 +102,19 @@ def test_merge_adds_kept_rows_and_a_fresh_row_wins() -> None:
 def test_a_cut_case_runs_the_same_number_of_points_per_family() -> None:
     for points in (1, cases.CUT_POINTS, None):
         n = len(settings.OURS) if points is None else points
+        # A whole grid (DP 4): each family as many points as ours tried.
+        peer_n = settings.PEER_POINTS if points is None else points
         modes = settings.all_modes(points=points)
         assert settings.ours(points) == list(settings.OURS[:n])
         assert settings.check_grids(points=points) == []
         for family in settings.PEERS:
-            assert sum(m in modes for m in settings.grid(family)) == n
+            assert sum(m in modes for m in settings.grid(family)) == peer_n
         assert modes[0] == settings.BASELINE and len(modes) == len(set(modes))
     assert settings.ours(1)[0] == settings.RECOMMENDED  # in every cut grid
     # Negative control: a family too small for the grid is named.
     small = (settings.PeerFamily("x", None, ("x:1", "x:2")),)
     assert settings.check_grids(small, points=3) == [
-        "x: a grid of 2 point(s), ours has 3"
+        "x: a grid of 2 point(s), the case's has 3"
     ]
 
 

@@ -19,7 +19,13 @@ import pytest
 
 from benchmarks.policies import cases, judging, settings
 from benchmarks.policies.render import markdown
-from benchmarks.policies.rivals import held_out_modes, held_out_plan, rivals
+from benchmarks.policies.rivals import (
+    design_tuned,
+    held_out_modes,
+    held_out_plan,
+    record_rivals,
+    rivals,
+)
 from benchmarks.policies.runs import case_values
 
 pytestmark = pytest.mark.lane_scope("release")
@@ -119,11 +125,11 @@ def test_the_table_says_which_seeds_are_which(monkeypatch: pytest.MonkeyPatch) -
     assert "neither the design set nor the drawn held-out set" in other
 
 
-def test_the_held_out_run_keeps_the_modes_judged_at_the_freeze() -> None:
-    """A later design table (more seeds, other tuned points) does not change
-    what the held-out seeds judge: the stored held-out run's modes, in
-    order. Negative control: without a stored run the design decides, and
-    here it would pick another tuned point."""
+def test_the_held_out_run_keeps_its_rows_and_adds_the_design_s_new_points() -> None:
+    """A later design table (more seeds, a larger grid) that tunes a family
+    to another point adds that point to the held-out run, after the stored
+    run's modes (kept, in order); without a stored run the design alone
+    decides."""
     delayer = settings.PEERS[0]
     first, second = delayer.sweep[0], delayer.sweep[1]
     later_design = _record(
@@ -136,7 +142,7 @@ def test_the_held_out_run_keeps_the_modes_judged_at_the_freeze() -> None:
     at_freeze = _record("x-dp4", drawn, plan)
     design = {"x-dp4": later_design}
     assert held_out_plan("x-dp4", design, at_freeze) == [
-        settings.BASELINE, delayer.default, first,
+        settings.BASELINE, delayer.default, first, second,
     ]  # fmt: skip
     assert held_out_plan("x-dp4", design, None) == [
         settings.BASELINE, delayer.default, second,
@@ -164,3 +170,28 @@ def test_held_out_rivals_are_the_points_fixed_on_the_design_seeds() -> None:
     # More points than a plan runs (a partial run): picked as in the design.
     more = case_values(_record("x-dp4", [9], {**modes, delayer.sweep[1]: 70.0}))
     assert rivals(more, frozen=True)[f"{delayer.name} tuned"] == delayer.sweep[1]
+
+
+def test_held_out_rivals_follow_the_stored_design_tuned_points() -> None:
+    """A held-out record that ran several points of a family judges the one
+    the design table tuned (its stored ``tuned_on_design``), even where
+    another scores better on the held-out values. Negative control: without
+    the map the point is re-picked on the held-out values."""
+    delayer = settings.PEERS[0]
+    picked, better_here = delayer.sweep[0], delayer.sweep[1]
+    design = _record(
+        "x-dp4", [0, 1, 2, 3, 4],
+        {settings.BASELINE: 100.0, delayer.default: 95.0, picked: 80.0,
+         better_here: 90.0},
+    )  # fmt: skip
+    tuned_on = design_tuned(design)
+    assert tuned_on[delayer.name] == picked
+    held = _record(
+        "x-dp4", settings.held_out_seeds(settings.FROZEN_AT),
+        {settings.BASELINE: 100.0, delayer.default: 95.0, picked: 90.0,
+         better_here: 70.0},
+    )  # fmt: skip
+    held["tuned_on_design"] = tuned_on
+    assert record_rivals(held)[f"{delayer.name} tuned"] == picked
+    del held["tuned_on_design"]
+    assert record_rivals(held)[f"{delayer.name} tuned"] == better_here

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Who a case judges ours against: the baseline and each peer family at its
 defaults and at its tuned point (:func:`rivals`), tuned on the design seeds
-and kept fixed on the held-out seeds (:func:`record_rivals`), and what the
-held-out run runs (:func:`held_out_plan`). :mod:`.verdicts` writes the
-judgments."""
+and kept fixed on the held-out seeds (:func:`design_tuned`,
+:func:`record_rivals`), and what the held-out run runs
+(:func:`held_out_plan`). :mod:`.verdicts` writes the judgments."""
 
 from __future__ import annotations
 
@@ -14,18 +14,22 @@ from .judging import Values, tuned
 from .runs import case_values
 
 
-def rivals(values: Values, frozen: bool = False) -> dict[str, str]:
+def rivals(
+    values: Values, frozen: bool = False, tuned_on: dict[str, str] | None = None
+) -> dict[str, str]:
     """``{label: mode}`` of what ours is judged against in a case: the
     baseline, each peer at its defaults and at its tuned point.
 
     The tuned point is the family's grid point with the lowest tuning score
-    on ``values`` (:func:`.judging.tuned`) on the design seeds; on the
-    held-out seeds (``frozen``) it was fixed on the design seeds before
-    they ran (the held-out run judges a family's default and that one
-    point), so it is the family's point other than its default, never
-    re-picked on the held-out values. A run on the held-out seeds with
-    more points of a family than that (a partial run with ``--modes``) is
-    no held-out plan, and its tuned point is picked as on the design seeds.
+    on ``values`` (:func:`.judging.tuned`) on the design seeds. On the
+    held-out seeds it is never re-picked on the held-out values: it is
+    ``tuned_on[family]``, the point picked on the design table the run
+    was planned from (:func:`design_tuned`, stored in the held-out
+    record); a held-out record without that map (``frozen``, run before
+    it existed) ran each family's default and one point, which is the
+    tuned one. A run on the held-out seeds with more points of a family
+    than that and no map (a partial run with ``--modes``) is no held-out
+    plan, and its tuned point is picked as on the design seeds.
     """
     out = {settings.BASELINE: settings.BASELINE}
     for f in settings.PEERS:
@@ -34,7 +38,10 @@ def rivals(values: Values, frozen: bool = False) -> dict[str, str]:
             out[f"{f.name} default"] = f.default
         grid = settings.grid(f)
         rest = [m for m in grid if m in values and m != f.default]
-        if frozen and len(rest) <= 1:
+        if tuned_on is not None:
+            best = tuned_on.get(f.name)
+            best = best if best in values else None
+        elif frozen and len(rest) <= 1:
             best = rest[0] if rest else (f.default if has_default else None)
         else:
             best = tuned(values, grid, settings.BASELINE)
@@ -43,11 +50,23 @@ def rivals(values: Values, frozen: bool = False) -> dict[str, str]:
     return out
 
 
+def design_tuned(design: dict[str, Any]) -> dict[str, str]:
+    """``{family: mode}``: each peer family's tuned point on the design
+    ``record`` (:func:`rivals`), what the held-out run judges."""
+    rv = rivals(case_values(design))
+    return {
+        f.name: rv[f"{f.name} tuned"] for f in settings.PEERS if f"{f.name} tuned" in rv
+    }
+
+
 def record_rivals(record: dict[str, Any]) -> dict[str, str]:
-    """:func:`rivals` of a stored case ``record``, frozen when its seeds
-    are the held-out draw (:func:`.settings.is_held_out`)."""
+    """:func:`rivals` of a stored case ``record``: a held-out record takes
+    its stored ``tuned_on_design`` map, or is ``frozen`` when its seeds are
+    the held-out draw (:func:`.settings.is_held_out`)."""
     seeds = [r["seed"] for r in record["runs"]]
-    return rivals(case_values(record), settings.is_held_out(seeds))
+    return rivals(
+        case_values(record), settings.is_held_out(seeds), record.get("tuned_on_design")
+    )
 
 
 def peer_modes(rv: dict[str, str]) -> list[str]:
@@ -67,19 +86,20 @@ def held_out_modes(design: dict[str, Any]) -> list[str]:
 def held_out_plan(
     case: str, design: dict[str, Any], frozen: dict[str, Any] | None
 ) -> list[str]:
-    """The modes the held-out run judges in ``case``: those its stored run
-    judged (``frozen``, the case's record of ``policies_heldout.json``,
-    chosen at the freeze from the design table of that time, seeds 0-2),
-    so that a later design table (more seeds, a fixed peer model, other
-    tuned points) does not change what the held-out seeds judge. A case
-    the stored run lacks, or a stored run of other seeds (another freeze,
-    a partial run), takes :func:`held_out_modes` of ``design``.
+    """The modes the held-out run runs in ``case``: those its stored run
+    judged (``frozen``, the case's record of ``policies_heldout.json``),
+    so that its rows stay, then what the current design table picks
+    (:func:`held_out_modes`: a larger peer grid or more design seeds may
+    tune a family to another point, which must run on the held-out seeds
+    too). A stored run of other seeds (another freeze, a partial run)
+    keeps nothing.
 
     Raises:
-        SystemExit: neither record has the case.
+        SystemExit: the design table lacks the case.
     """
-    if frozen and settings.is_held_out([r["seed"] for r in frozen["runs"]]):
-        return list(frozen["runs"][0]["values"])
     if case not in design:
         raise SystemExit(f"--held-out: {case} has no design row")
-    return held_out_modes(design[case])
+    kept: list[str] = []
+    if frozen and settings.is_held_out([r["seed"] for r in frozen["runs"]]):
+        kept = list(frozen["runs"][0]["values"])
+    return list(dict.fromkeys([*kept, *held_out_modes(design[case])]))

@@ -1,17 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the comparison runs, as data: our settings, each peer's documented
-default and its knob sweep, the SLO pair of the goodput, the seeds.
+"""What the comparison runs, as data: our settings, the peers' grids
+(:mod:`.peer_grids`), the SLO pair of the goodput, the seeds.
 
 To add a mode after a merge (a new peer mode, a new balance policy), add a
-row here: nothing else names modes. A peer family's sweep should have as
-many points as :data:`OURS` (the issue's "a sweep as large as ours"):
-:func:`check_grids` says when it has not.
+row here or in :mod:`.peer_grids`: nothing else names modes. A peer
+family's grid should have :data:`PEER_POINTS` points, as many as the
+settings of ours tried (issue 55): :func:`check_grids` says when it has not.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+
+from .peer_grids import PEER_POINTS, PEERS, PeerFamily
 
 #: vLLM as configured, balance off: every relative figure is against it.
 BASELINE = "off"
@@ -25,9 +26,9 @@ BASELINE = "off"
 #: TPOT at DP 16 on seed 0, docs/peer-policies.md) and at the gate's
 #: default 64; the queued-leader rule; the throttled rule with its window
 #: (default 16 steps) doubled; the contract (``on``). Every other opt-in
-#: hold bounded at 64 steps (the gate's default, spelled out). Six points,
-#: as many as each peer family's grid (:func:`check_grids`). Fixed in one
-#: commit before the held-out run (:data:`HELD_OUT`); ``on+throttled:8``
+#: hold bounded at 64 steps (the gate's default, spelled out). Six points
+#: kept of the 16 tried (:data:`PEER_POINTS`, each peer family's grid).
+#: Fixed in one commit before the held-out run (:data:`FROZEN_AT`); ``on+throttled:8``
 #: and ``on+max-frozen:64`` left for the two ``adp_balance`` points.
 OURS: tuple[str, ...] = (
     "on+throttled+max-held:64",
@@ -45,117 +46,6 @@ OURS: tuple[str, ...] = (
 RECOMMENDED = "on+throttled+max-held:64"
 
 
-@dataclass(frozen=True)
-class PeerFamily:
-    """One peer's rule: its ``--mode`` at the source's documented defaults
-    (None: the baseline is its default) and its other knob settings in
-    priority order (``--mode`` entries, the grammar in ``replay/modes.py``).
-
-    The family's grid (what its tuned point is chosen from) is its
-    default, then the sweep, cut to as many points as :data:`OURS`
-    (:func:`grid`): the issue's "a sweep of its own knobs as large as
-    ours". A family whose default is the baseline (``off``) gets that many
-    sweep points, the baseline being judged anyway.
-    """
-
-    name: str
-    default: str | None
-    sweep: tuple[str, ...]
-
-
-#: The peers (``vllm_ascend_balance/replay/peers/``, docs/peer-policies.md).
-#: Each sweep lists first the points its sources report as best, then the
-#: delay bound moved around its default; :func:`grid` keeps the first ones.
-PEERS: tuple[PeerFamily, ...] = (
-    PeerFamily(
-        "sglang-delayer",
-        "sglang-delayer",  # 30 passes, SGLang's default
-        (
-            # The delayer with the interval at 4, the value sglang#35017
-            # and #40443 report for decode speed with TTFT flat.
-            "sglang-delayer:30:0:0:5000:4",
-            # The pass bound at ~1/4 and 2x the default: the delayer's only
-            # bound on a hold; no source reports a tuned value.
-            "sglang-delayer:8",
-            "sglang-delayer:60",
-            "sglang-delayer:15",
-            # The queue trigger (opt-in, sglang#34806 tests it at 0.8).
-            "sglang-delayer:30:0:80",
-        ),
-    ),  # fmt: skip
-    PeerFamily(
-        "sglang-pdi",
-        None,  # --prefill-decode-interval 0 (off) is SGLang's default
-        (
-            # sglang#40443: 4 and 8 rounds (1.38 -> 18.45 -> 32.05 tok/s
-            # per request, TTFT flat); 22: its Qwen3-VL override.
-            "sglang-pdi:4",
-            "sglang-pdi:8",
-            "sglang-pdi:22",
-            # Below and between the reported points.
-            "sglang-pdi:2",
-            "sglang-pdi:16",
-            "sglang-pdi:12",
-        ),
-    ),  # fmt: skip
-    PeerFamily(
-        "trtllm-adp",
-        "trtllm-adp",  # timeout_iters 50, batching_wait_iters 10
-        (
-            # No batching wait: the timeout alone (the rule's first stage).
-            "trtllm-adp:50:0",
-            # Both iteration knobs halved and doubled together.
-            "trtllm-adp:25:5",
-            "trtllm-adp:100:20",
-            # The low-occupancy timeout of NVIDIA/TensorRT-LLM#17700
-            # (off by default): at most 5 iterations while the least busy
-            # rank has under 2 generation requests.
-            "trtllm-adp:50:10:2:5",
-            "trtllm-adp:12:2",
-        ),
-    ),  # fmt: skip
-    PeerFamily(
-        "vllm-align",
-        "vllm-align",  # 30 passes, lead 2: vLLM #51199's test plan
-        (
-            "vllm-align:8",
-            "vllm-align:60",
-            # The step lead moved: 1 releases sooner, 4 aligns more slack.
-            "vllm-align:30:4",
-            "vllm-align:30:1",
-            "vllm-align:15",
-        ),
-    ),
-    PeerFamily(
-        "atom-delayer",
-        "atom-delayer",  # 30 passes, ATOM#930's default
-        (
-            "atom-delayer:8",
-            "atom-delayer:60",
-            # ROCm/ATOM#1670 raised its later tick bound from 30 to 200 for
-            # DP attention benchmarks: a bound of that order.
-            "atom-delayer:128",
-            "atom-delayer:15",
-            "atom-delayer:4",
-        ),
-    ),  # fmt: skip
-    # vLLM's own DP prefill throttle (prefill_schedule_interval, vLLM #44558,
-    # which reports interval 2): its default (1) is the baseline; needs
-    # vLLM 0.32+ (the main lane). 2-8 is the range its users run.
-    PeerFamily(
-        "vllm-interval",
-        None,
-        (
-            "interval:2",
-            "interval:4",
-            "interval:8",
-            "interval:3",
-            "interval:16",
-            "interval:6",
-        ),
-    ),
-)
-
 #: The one command that writes ``benchmarks/results/policies.{md,json}``.
 COMMAND = "python benchmarks/compare_policies.py --jobs 1"
 #: The one command that writes ``benchmarks/results/policies_heldout.*``.
@@ -166,8 +56,8 @@ HELD_OUT_COMMAND = f"{COMMAND} --held-out"
 #: across them. All seen before the settings were fixed (:data:`SEEN_SEEDS`:
 #: 0-2 throughout, 3-4 once); the held-out run draws :data:`HELD_OUT_COUNT`
 #: others. Five since 2026-12-06 (issue 55: five or more per case); the
-#: held-out run's peer points were tuned on 0-2, the design table of
-#: ``b3a30e9``.
+#: held-out run judges each peer family at the point tuned on this table
+#: (``rivals.design_tuned``, stored in its record).
 SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 
 #: Every seed looked at before the current settings were fixed: 0-2
@@ -225,8 +115,9 @@ def ours(points: int | None = None) -> list[str]:
 
 def grid(family: PeerFamily, points: int | None = None) -> list[str]:
     """``family``'s grid: its default (if it is a mode of its own), then its
-    sweep, ``points`` in all (default: ``len(OURS)``)."""
-    n = len(OURS) if points is None else points
+    sweep, ``points`` in all (default: :data:`PEER_POINTS`; a cut case
+    gives the same ``points`` to ours)."""
+    n = PEER_POINTS if points is None else points
     return [m for m in (family.default, *family.sweep) if m][:n]
 
 
@@ -252,11 +143,11 @@ def all_modes(quick: bool = False, points: int | None = None) -> list[str]:
 def check_grids(
     families: tuple[PeerFamily, ...] = PEERS, points: int | None = None
 ) -> list[str]:
-    """One line per family whose grid is not as large as :data:`OURS` (it
-    has too few points to cut)."""
-    n = len(OURS) if points is None else points
+    """One line per family whose grid has fewer than ``points`` points
+    (default: :data:`PEER_POINTS`, the settings of ours tried)."""
+    n = PEER_POINTS if points is None else points
     return [
-        f"{f.name}: a grid of {len(grid(f, n))} point(s), ours has {n}"
+        f"{f.name}: a grid of {len(grid(f, n))} point(s), the case's has {n}"
         for f in families
         if len(grid(f, n)) != n
     ]
