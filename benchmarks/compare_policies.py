@@ -6,12 +6,12 @@ Runs the replay on the simulated engine (``--engine sim``: N real vLLM
 schedulers in lock step) for every case (workload x DP size,
 ``benchmarks/policies/cases.py``) and workload seed, with the baseline
 ``off``, our settings, and each peer at its documented defaults and over a
-sweep of its own knobs (``benchmarks/policies/settings.py``: the modes are
-data there). Judges by dominance on (TTFT p50, TPOT p99), by goodput under
-an SLO pair, by pairwise wins, and counts the cells where the recommended
-setting is within the interval of the best rival or better
-(``benchmarks/policies/judging.py``); intervals are 95 % t-intervals across
-seeds (``benchmarks/policies/stats.py``).
+sweep of its own knobs (``benchmarks/policies/settings.py`` and
+``peer_grids.py``: the modes are data there). Judges by dominance on (TTFT
+p50, TPOT p99), by goodput under an SLO pair, by pairwise wins, and counts
+the cells where the recommended setting is within the interval of the best
+rival or better (``benchmarks/policies/judging.py``); intervals are 95 %
+t-intervals across seeds (``benchmarks/policies/stats.py``).
 
 Writes ``<out>.json`` (per case and seed: the command and every mode's
 values) and ``<out>.md`` (the tables), after every case and seed; the full

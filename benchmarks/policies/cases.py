@@ -50,7 +50,7 @@ class Case:
         return f"{self.workload}-dp{self.dp}"
 
 
-#: Every case the full run covers, sized to about an hour of one core
+#: Every case the full run covers, sized to a few hours of one core
 #: (``--cost`` measures it; see ``benchmarks/results/policies.md``): DP 4
 #: runs every setting, DP 16 and DP 64 the first :data:`CUT_POINTS` of ours
 #: and of each peer family. Azure and starvation at DP 64 cost ~50 s per
