@@ -195,3 +195,7 @@ def test_held_out_rivals_follow_the_stored_design_tuned_points() -> None:
     assert record_rivals(held)[f"{delayer.name} tuned"] == picked
     del held["tuned_on_design"]
     assert record_rivals(held)[f"{delayer.name} tuned"] == better_here
+    # A map naming a point that did not run is refused, not judged without it.
+    held["tuned_on_design"] = {delayer.name: delayer.sweep[2]}
+    with pytest.raises(ValueError, match="did not run on these seeds"):
+        record_rivals(held)

@@ -30,6 +30,9 @@ def rivals(
     tuned one. A run on the held-out seeds with more points of a family
     than that and no map (a partial run with ``--modes``) is no held-out
     plan, and its tuned point is picked as on the design seeds.
+
+    Raises:
+        ValueError: ``tuned_on`` names a point that is not in ``values``.
     """
     out = {settings.BASELINE: settings.BASELINE}
     for f in settings.PEERS:
@@ -40,7 +43,13 @@ def rivals(
         rest = [m for m in grid if m in values and m != f.default]
         if tuned_on is not None:
             best = tuned_on.get(f.name)
-            best = best if best in values else None
+            if best is not None and best not in values:
+                # Judging without it would drop the peer's tuned point and
+                # flatter ours: the record is not what the plan ran.
+                raise ValueError(
+                    f"{f.name}: the design-tuned point {best} did not run on "
+                    "these seeds (run --held-out again without --modes)"
+                )
         elif frozen and len(rest) <= 1:
             best = rest[0] if rest else (f.default if has_default else None)
         else:
