@@ -222,10 +222,11 @@ def main(argv: list[str] | None = None) -> int:
                  "runs": []},
             )  # fmt: skip
             done.append(rec)
+            tuned_on = None
             if args.held_out and not args.modes and case.key in design:
                 # What the held-out seeds judge each family at: the point
                 # tuned on the design table (never re-picked on them).
-                rec["tuned_on_design"] = design_tuned(design[case.key])
+                tuned_on = design_tuned(design[case.key])
             for seed in seeds:
                 stored = next((r for r in rec["runs"] if r["seed"] == seed), None)
                 run = run_seed(
@@ -244,6 +245,12 @@ def main(argv: list[str] | None = None) -> int:
                     kept = [r for r in kept if r["seed"] in seeds]
                 rec["runs"] = sorted([*kept, run], key=lambda r: r["seed"])
                 # Written after every run: a long matrix keeps what it ran.
+                _write(out, records, vllm.__version__, not args.cost)
+            if tuned_on is not None:
+                # Stored once every seed ran the new points: until then the
+                # record keeps the map its rows were run for, so a run
+                # stopped mid-case leaves a record judged as before.
+                rec["tuned_on_design"] = tuned_on
                 _write(out, records, vllm.__version__, not args.cost)
     if args.cost:
         full = {c.key: len(settings.all_modes(args.quick, c.points)) for c in chosen}

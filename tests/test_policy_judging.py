@@ -457,3 +457,49 @@ def test_the_bar_judges_a_leader_against_the_runner_up() -> None:
     bar = alone[alone.index("**The bar, applied to every setting**") :]
     assert "sglang-delayer default |" not in bar.split("\n\n")[1]
     assert f"| `{settings.RECOMMENDED}` (ours) | 4 of 5 |" in bar
+
+
+def test_the_ceiling_judges_every_mode_that_ran_in_every_case() -> None:
+    """Every mode common to all cases, a grid point that is neither a
+    default nor a tuned point included, against the best of the other peer
+    settings per cell (counts worked by hand from the means, every other
+    metric equal). ``trtllm-adp:12:0`` better on both axes than every
+    peer setting holds every cell in both cases; a mode run in one case
+    only is not judged (it could not be deployed as one setting across
+    the cases). Negative control: made 10 % worse on both axes than the
+    default, it no longer holds the two cells."""
+
+    def record(case: str, modes: dict[str, tuple[float, float]]) -> dict[str, object]:
+        runs = [
+            {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
+             "span_s": 5.0, "mode_wall_s": {},
+             "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
+                            "ttft_p50": a * scale, "tpot_p99": b * scale}
+                        for m, (a, b) in modes.items()}}
+            for s, scale in enumerate((1.0, 1.1, 0.9))
+        ]  # fmt: skip
+        return {"case": case, "runs": runs}
+
+    def ceiling(point: tuple[float, float]) -> dict[str, str]:
+        base = {
+            "off": (90.0, 50.0),
+            settings.RECOMMENDED: (100.0, 40.0),
+            "trtllm-adp": (80.0, 30.0),
+            "trtllm-adp:50:0": (85.0, 25.0),  # the tuned point: lower score
+            "trtllm-adp:12:0": point,
+        }
+        records = [record("x-dp4", base),
+                   record("y-dp16", {**base, "only-here": base["off"]})]  # fmt: skip
+        text = markdown(records, "0.0")
+        start = text.index("**Every mode that ran in every case**")
+        table = text[start:].split("\n\n")[1].splitlines()[2:]
+        return {r.split(" | ")[0][3:-1]: r.split(" | ")[1] for r in table}
+
+    good = ceiling((70.0, 20.0))
+    # The best point is the tuned one, judged against the default alone.
+    assert good["trtllm-adp:12:0"] == "10 of 10"
+    assert "only-here" not in good
+    bad = ceiling((88.0, 33.0))
+    # Worse than the default on TTFT p50 and TPOT p99 by 10 %: the tuned
+    # point is now :50:0 and the two cells go.
+    assert bad["trtllm-adp:12:0"] == "6 of 10"

@@ -13,7 +13,9 @@ each check has a negative control.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -199,3 +201,50 @@ def test_held_out_rivals_follow_the_stored_design_tuned_points() -> None:
     held["tuned_on_design"] = {delayer.name: delayer.sweep[2]}
     with pytest.raises(ValueError, match="did not run on these seeds"):
         record_rivals(held)
+
+
+def test_a_held_out_re_run_stores_the_new_map_once_every_seed_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A design table that tunes a family to a new point makes the held-out
+    run add that point seed by seed; the tables are written after every
+    seed, so until the last seed ran the record keeps the map its rows were
+    run for, and the new map is stored at the end. The replay is replaced
+    by fixed rows (the judging and the files are real). Negative control:
+    the new map stored before the seeds ran (the known-bad order) names a
+    point the record's seeds do not all have, and judging it is refused."""
+    from benchmarks import compare_policies
+
+    delayer = settings.PEERS[0]
+    old, new = delayer.sweep[0], delayer.sweep[1]
+    drawn = settings.held_out_seeds(settings.FROZEN_AT)
+    base = {settings.BASELINE: 100.0, settings.RECOMMENDED: 90.0,
+            delayer.default: 95.0}  # fmt: skip
+    design = _record("builtin-dp4", [0, 1, 2, 3, 4], {**base, old: 85.0, new: 80.0})
+    stored = _record("builtin-dp4", drawn, {**base, old: 85.0})
+    stored["tuned_on_design"] = {delayer.name: old}
+    (tmp_path / "policies.json").write_text(json.dumps([design]))
+    (tmp_path / "policies_heldout.json").write_text(json.dumps([stored]))
+    monkeypatch.setattr(compare_policies, "RESULTS", tmp_path)
+    maps: list[object] = []
+
+    def fake_run(case, seed, modes, *args, **kwargs):  # type: ignore[no-untyped-def]
+        on_disk = json.loads((tmp_path / "policies_heldout.json").read_text())
+        maps.append(on_disk[0].get("tuned_on_design"))
+        rows = _record(case.key, [seed], {**base, old: 85.0, new: 70.0})
+        return {**rows["runs"][0], "values": {
+            m: rows["runs"][0]["values"][m] for m in modes}}  # fmt: skip
+
+    monkeypatch.setattr(compare_policies, "run_seed", fake_run)
+    assert compare_policies.main(["--held-out", "--cases", "builtin-dp4"]) == 0
+    # Every seed ran under the old map (the md written after each is judged).
+    assert maps == [{delayer.name: old}] * len(drawn)
+    final = json.loads((tmp_path / "policies_heldout.json").read_text())[0]
+    assert final["tuned_on_design"][delayer.name] == new
+    assert record_rivals(final)[f"{delayer.name} tuned"] == new
+    # Negative control: mid-way, with the new map stored first.
+    midway = _record("builtin-dp4", drawn, {**base, old: 85.0})
+    midway["runs"][0]["values"][new] = midway["runs"][0]["values"][old]
+    midway["tuned_on_design"] = {delayer.name: new}
+    with pytest.raises(ValueError, match="did not run on these seeds"):
+        record_rivals(midway)

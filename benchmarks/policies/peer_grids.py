@@ -8,8 +8,9 @@ variants tried for ours and give each peer family as many tuned points".
 Ours: :data:`PEER_POINTS` settings appeared in the comparison's committed
 grids over the design (``git log -p`` of ``settings.py`` and of
 ``compare_policies.py``, every ``on...`` mode string), so each family's grid
-has that many points where the comparison runs whole grids (DP 4); the
-costly cases cut ours and every family alike (``cases.CUT_POINTS``).
+has that many points, and every case of the full run runs whole grids
+(DP 4 since 2026-12-06, DP 16 and 64 since 2026-12-07); a named case that
+cuts (``cases.CUT_POINTS``) cuts ours and every family alike.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class PeerFamily:
 #: Each sweep lists first the points its sources report as best, then the
 #: delay bound moved around its default (the first six points are the
 #: grid of the held-out run's freeze, ``b3a30e9``; a cut case keeps the
-#: first three), then the rest of the search.
+#: first ones), then the rest of the search.
 PEERS: tuple[PeerFamily, ...] = (
     PeerFamily(
         "sglang-delayer",

@@ -136,8 +136,9 @@ def markdown(records: list[dict[str, Any]], vllm_version: str) -> str:
         "",
         seed_provenance(seeds),
         "",
-        "What ran (ours and each peer family cut to the same grid per case; "
-        "the first points of each list in `benchmarks/policies/settings.py`):",
+        "What ran (ours and each peer family's grid, `benchmarks/policies/"
+        "settings.py` and `peer_grids.py`; a case that cuts them keeps the "
+        "first points of each list, ours and every family alike):",
         "",
         *grids_ran(records),
         "",

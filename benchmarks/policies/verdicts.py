@@ -2,7 +2,8 @@
 """The comparison's verdicts over all cases, as markdown: dominance, the
 recommended setting's held cells against the best peer per cell with the
 non-inferiority margin (the headline), one peer setting per case picked by
-each rule in turn (secondary), each setting of ours alone, pairwise wins.
+each rule in turn (secondary), each setting of ours alone, the bar for
+every setting and every mode (:mod:`.ceiling`), pairwise wins.
 :mod:`.render` puts them above the per-case tables."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import settings
+from .ceiling import bar_for_every_setting, grid_ceiling
 from .judging import (
     FRONT,
     MARGIN,
@@ -85,65 +87,6 @@ def held_per_setting(records: list[dict[str, Any]]) -> list[str]:
         "dominates it |",
         "|---|---|---|---|---|---|",
         *rows,
-        "",
-    ]
-
-
-def bar_for_every_setting(records: list[dict[str, Any]]) -> list[str]:
-    """The headline's bar applied to every setting, peers' included: per
-    setting (ours by mode, a peer by its label, ``sglang-delayer tuned``),
-    the scored cells within the margin of the best of the *other* peer
-    settings per cell (interval's worse end; then the mean alone), and the
-    cells some setting holds (the best per cell, an oracle). A peer setting
-    is not judged against itself: where it leads a cell it is judged
-    against the runner-up, and the paired interval's worse end can still
-    be more than 5 % worse (wide intervals), so a leader does not always
-    hold its own cell. A case with one peer setting judges no peer."""
-    totals: dict[str, list[int]] = {}
-    some = cells = 0
-    for record in records:
-        values = case_values(record)
-        rv = record_rivals(record)
-        peers = peer_modes(rv)
-        subjects = {lb: m for lb, m in rv.items() if lb != settings.BASELINE}
-        subjects.update({m: m for m in settings.OURS if m in values})
-        held_by_metric = dict.fromkeys(SCORED, False)
-        for label, mode in subjects.items():
-            others = [p for p in peers if p != mode]
-            if not others:
-                continue
-            verdict = held_cells(values, mode, others, SCORED, MARGIN)
-            t = totals.setdefault(label, [0, 0, 0])
-            t[0] += sum(h.held for h in verdict)
-            t[1] += sum(mean_within(values, mode, h.best, h.metric) for h in verdict)
-            t[2] += len(SCORED)
-            for h in verdict:
-                held_by_metric[h.metric] |= h.held
-        if len(peers) > 1:
-            some += sum(held_by_metric.values())
-            cells += len(SCORED)
-    ranked = sorted(
-        totals.items(), key=lambda kv: (-kv[1][0] / kv[1][2], -kv[1][1], kv[0])
-    )
-    ours = set(settings.OURS)
-    pct = f"{100 * MARGIN:g} %"
-    return [
-        "**The bar, applied to every setting** (ours and each peer's): cells "
-        f"within {pct} of the best of the *other* peer settings per cell "
-        "(the interval's worse end; then the mean alone). A peer setting is "
-        "judged without itself; ours against every peer setting. Each cell "
-        "has its own leader, and a leader judged against the runner-up holds "
-        "its cell only if the interval's worse end is within the margin: "
-        f"some setting holds {some} of {cells} cells (the best setting per "
-        "cell, an oracle no deployment has).",
-        "",
-        f"| setting | within {pct} of the best other peer (interval) | on the mean |",
-        "|---|---|---|",
-        *[
-            f"| {'`' + lb + '` (ours)' if lb in ours else lb} | {h} of {n} | "
-            f"{m} of {n} |"
-            for lb, (h, m, n) in ranked
-        ],
         "",
     ]
 
@@ -263,6 +206,7 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
         *strongest_rows(records),
         *held_per_setting(records),
         *bar_for_every_setting(records),
+        *grid_ceiling(records),
         f"**Pairwise wins of `{rec}`** (cells of {', '.join(NAMES[k] for k in SCORED)} "
         "over all cases where the paired interval lies wholly on one side): "
         "won / lost.",

@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: Apache-2.0
+"""How far any one setting gets: the headline's bar (the best peer setting
+per cell, the 5 % margin on the paired interval's worse end) applied to
+every setting judged, each peer's included (:func:`bar_for_every_setting`),
+and to every mode that ran in every case, each grid point included
+(:func:`grid_ceiling`). :mod:`.verdicts` puts them in the tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import settings
+from .judging import MARGIN, SCORED, held_cells, mean_within
+from .rivals import peer_modes, record_rivals
+from .runs import case_values
+
+
+def bar_for_every_setting(records: list[dict[str, Any]]) -> list[str]:
+    """The headline's bar applied to every setting, peers' included: per
+    setting (ours by mode, a peer by its label, ``sglang-delayer tuned``),
+    the scored cells within the margin of the best of the *other* peer
+    settings per cell (interval's worse end; then the mean alone), and the
+    cells some setting holds (the best per cell, an oracle). A peer setting
+    is not judged against itself: where it leads a cell it is judged
+    against the runner-up, and the paired interval's worse end can still
+    be more than 5 % worse (wide intervals), so a leader does not always
+    hold its own cell. A case with one peer setting judges no peer."""
+    totals: dict[str, list[int]] = {}
+    some = cells = 0
+    for record in records:
+        values = case_values(record)
+        rv = record_rivals(record)
+        peers = peer_modes(rv)
+        subjects = {lb: m for lb, m in rv.items() if lb != settings.BASELINE}
+        subjects.update({m: m for m in settings.OURS if m in values})
+        held_by_metric = dict.fromkeys(SCORED, False)
+        for label, mode in subjects.items():
+            others = [p for p in peers if p != mode]
+            if not others:
+                continue
+            verdict = held_cells(values, mode, others, SCORED, MARGIN)
+            t = totals.setdefault(label, [0, 0, 0])
+            t[0] += sum(h.held for h in verdict)
+            t[1] += sum(mean_within(values, mode, h.best, h.metric) for h in verdict)
+            t[2] += len(SCORED)
+            for h in verdict:
+                held_by_metric[h.metric] |= h.held
+        if len(peers) > 1:
+            some += sum(held_by_metric.values())
+            cells += len(SCORED)
+    ranked = sorted(
+        totals.items(), key=lambda kv: (-kv[1][0] / kv[1][2], -kv[1][1], kv[0])
+    )
+    ours = set(settings.OURS)
+    pct = f"{100 * MARGIN:g} %"
+    return [
+        "**The bar, applied to every setting** (ours and each peer's): cells "
+        f"within {pct} of the best of the *other* peer settings per cell "
+        "(the interval's worse end; then the mean alone). A peer setting is "
+        "judged without itself; ours against every peer setting. Each cell "
+        "has its own leader, and a leader judged against the runner-up holds "
+        "its cell only if the interval's worse end is within the margin: "
+        f"some setting holds {some} of {cells} cells (the best setting per "
+        "cell, an oracle no deployment has).",
+        "",
+        f"| setting | within {pct} of the best other peer (interval) | on the mean |",
+        "|---|---|---|",
+        *[
+            f"| {'`' + lb + '` (ours)' if lb in ours else lb} | {h} of {n} | "
+            f"{m} of {n} |"
+            for lb, (h, m, n) in ranked
+        ],
+        "",
+    ]
+
+
+#: How many of the best modes :func:`grid_ceiling` lists.
+CEILING_ROWS = 5
+
+
+def grid_ceiling(records: list[dict[str, Any]]) -> list[str]:
+    """The bar applied to every mode that ran in every case (every point of
+    every grid on the design table): per mode, the scored cells within the
+    margin of the best *other* peer setting per cell (interval's worse
+    end; then the mean alone), as :func:`bar_for_every_setting` judges.
+    The best :data:`CEILING_ROWS` modes and how many were judged: how far
+    any one setting of the whole search gets. On the design seeds the
+    best mode and the peers' tuned points are both picked on the values
+    they are judged on: a reading, not a held-out claim."""
+    common: set[str] | None = None
+    for record in records:
+        here = set(case_values(record))
+        common = here if common is None else common & here
+    if not common:
+        return []
+    totals: dict[str, list[int]] = {m: [0, 0, 0] for m in common}
+    for record in records:
+        values = case_values(record)
+        peers = peer_modes(record_rivals(record))
+        for mode, t in totals.items():
+            others = [p for p in peers if p != mode]
+            if not others:  # a case's only peer setting is judged by none
+                continue
+            verdict = held_cells(values, mode, others, SCORED, MARGIN)
+            t[0] += sum(h.held for h in verdict)
+            t[1] += sum(mean_within(values, mode, h.best, h.metric) for h in verdict)
+            t[2] += len(SCORED)
+    totals = {m: t for m, t in totals.items() if t[2]}
+    if not totals:
+        return []
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+    pct = f"{100 * MARGIN:g} %"
+    return [
+        f"**Every mode that ran in every case** ({len(ranked)} modes: `off`, "
+        "ours and every point of every peer grid that all cases ran), judged "
+        f"as the bar above judges: cells within {pct} of the best of the "
+        "other peer settings per cell. The best "
+        f"{min(CEILING_ROWS, len(ranked))}: no one setting of this search "
+        f"holds more than {ranked[0][1][0]} of {ranked[0][1][2]} (interval) "
+        f"or {max(t[1] for t in totals.values())} (mean).",
+        "",
+        f"| mode | within {pct} of the best other peer (interval) | on the mean |",
+        "|---|---|---|",
+        *[
+            f"| `{m}` | {h} of {n} | {mn} of {n} |"
+            for m, (h, mn, n) in ranked[:CEILING_ROWS]
+        ],
+        "",
+    ]
