@@ -16,6 +16,7 @@ import math
 import pytest
 
 from benchmarks.policies import cases, judging, settings, stats, workloads
+from benchmarks.policies import ceiling as ceiling_module
 from benchmarks.policies.render import markdown
 from benchmarks.policies.runs import case_values
 
@@ -459,7 +460,9 @@ def test_the_bar_judges_a_leader_against_the_runner_up() -> None:
     assert f"| `{settings.RECOMMENDED}` (ours) | 4 of 5 |" in bar
 
 
-def test_the_ceiling_judges_every_mode_that_ran_in_every_case() -> None:
+def test_the_ceiling_judges_every_mode_that_ran_in_every_case(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Every mode common to all cases, a grid point that is neither a
     default nor a tuned point included, against the best of the other peer
     settings per cell (counts worked by hand from the means, every other
@@ -503,3 +506,9 @@ def test_the_ceiling_judges_every_mode_that_ran_in_every_case() -> None:
     # Worse than the default on TTFT p50 and TPOT p99 by 10 %: the tuned
     # point is now :50:0 and the two cells go.
     assert bad["trtllm-adp:12:0"] == "6 of 10"
+    # Past the best rows, the baseline and the recommended setting are
+    # still shown (the docs quote them), once each.
+    monkeypatch.setattr(ceiling_module, "CEILING_ROWS", 1)
+    assert list(ceiling((70.0, 20.0))) == [
+        "trtllm-adp:12:0", settings.BASELINE, settings.RECOMMENDED,
+    ]  # fmt: skip
