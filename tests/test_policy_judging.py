@@ -341,6 +341,20 @@ def test_non_inferiority_needs_the_worse_end_within_the_margin() -> None:
     assert cell.held  # no margin: the earlier reading
 
 
+def _pair_record(case: str, modes: dict[str, tuple[float, float]]) -> dict:
+    """A case of three seeds: per mode (TTFT p50, TPOT p99) scaled by 1.0,
+    1.1 and 0.9 per seed, every other metric 1.0."""
+    runs = [
+        {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
+         "span_s": 5.0, "mode_wall_s": {},
+         "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
+                        "ttft_p50": a * scale, "tpot_p99": b * scale}
+                    for m, (a, b) in modes.items()}}
+        for s, scale in enumerate((1.0, 1.1, 0.9))
+    ]  # fmt: skip
+    return {"case": case, "runs": runs}
+
+
 def test_headline_is_the_best_peer_per_cell_with_the_margin() -> None:
     """Per cell the best peer setting (``off`` is no peer), with the 5 %
     margin; the secondary view picks one peer setting per case by each rule.
@@ -351,15 +365,7 @@ def test_headline_is_the_best_peer_per_cell_with_the_margin() -> None:
         "sglang-delayer": (150.0, 30.0),  # the best TPOT p99
         "sglang-delayer:8": (102.0, 41.0),  # within 5 % on both
     }
-    runs = [
-        {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
-         "span_s": 5.0, "mode_wall_s": {},
-         "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
-                        "ttft_p50": a * scale, "tpot_p99": b * scale}
-                    for m, (a, b) in modes.items()}}
-        for s, scale in enumerate((1.0, 1.1, 0.9))
-    ]  # fmt: skip
-    record = {"case": "x-dp4", "runs": runs}
+    record = _pair_record("x-dp4", modes)
     values = case_values(record)
     peers = ["sglang-delayer", "sglang-delayer:8"]
     assert judging.strongest(values, peers, "off", "tpot_p99") == "sglang-delayer"
@@ -395,16 +401,7 @@ def test_the_bar_is_applied_to_every_setting_peers_included() -> None:
     }
 
     def record(names: list[str]) -> dict[str, object]:
-        runs = [
-            {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
-             "span_s": 5.0, "mode_wall_s": {},
-             "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
-                            "ttft_p50": modes[m][0] * scale,
-                            "tpot_p99": modes[m][1] * scale}
-                        for m in names}}
-            for s, scale in enumerate((1.0, 1.1, 0.9))
-        ]  # fmt: skip
-        return {"case": "x-dp4", "runs": runs}
+        return _pair_record("x-dp4", {m: modes[m] for m in names})
 
     def rows(text: str) -> dict[str, str]:
         start = text.index("**The bar, applied to every setting**")
@@ -472,17 +469,6 @@ def test_the_ceiling_judges_every_mode_that_ran_in_every_case(
     the cases). Negative control: made 10 % worse on both axes than the
     default, it no longer holds the two cells."""
 
-    def record(case: str, modes: dict[str, tuple[float, float]]) -> dict[str, object]:
-        runs = [
-            {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
-             "span_s": 5.0, "mode_wall_s": {},
-             "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
-                            "ttft_p50": a * scale, "tpot_p99": b * scale}
-                        for m, (a, b) in modes.items()}}
-            for s, scale in enumerate((1.0, 1.1, 0.9))
-        ]  # fmt: skip
-        return {"case": case, "runs": runs}
-
     def ceiling(point: tuple[float, float]) -> dict[str, str]:
         base = {
             "off": (90.0, 50.0),
@@ -491,8 +477,8 @@ def test_the_ceiling_judges_every_mode_that_ran_in_every_case(
             "trtllm-adp:50:0": (85.0, 25.0),  # the tuned point: lower score
             "trtllm-adp:12:0": point,
         }
-        records = [record("x-dp4", base),
-                   record("y-dp16", {**base, "only-here": base["off"]})]  # fmt: skip
+        only_here = {**base, "only-here": base["off"]}
+        records = [_pair_record("x-dp4", base), _pair_record("y-dp16", only_here)]
         text = markdown(records, "0.0")
         start = text.index("**Every mode that ran in every case**")
         table = text[start:].split("\n\n")[1].splitlines()[2:]
