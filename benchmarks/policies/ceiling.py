@@ -10,9 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 from . import settings
-from .judging import MARGIN, SCORED, held_cells, mean_within
+from .judging import MARGIN, SCORED, Held, Values, held_cells, mean_within
 from .rivals import peer_modes, record_rivals
 from .runs import case_values
+
+
+def _judge(values: Values, mode: str, peers: list[str]) -> list[Held] | None:
+    """``mode``'s scored cells against the best of the peer settings other
+    than itself (None: no other peer setting in the case)."""
+    others = [p for p in peers if p != mode]
+    return held_cells(values, mode, others, SCORED, MARGIN) if others else None
+
+
+def _tally(total: list[int], values: Values, mode: str, verdict: list[Held]) -> None:
+    """Adds to ``total`` (held on the interval, held on the mean, cells)."""
+    total[0] += sum(h.held for h in verdict)
+    total[1] += sum(mean_within(values, mode, h.best, h.metric) for h in verdict)
+    total[2] += len(SCORED)
 
 
 def bar_for_every_setting(records: list[dict[str, Any]]) -> list[str]:
@@ -35,14 +49,10 @@ def bar_for_every_setting(records: list[dict[str, Any]]) -> list[str]:
         subjects.update({m: m for m in settings.OURS if m in values})
         held_by_metric = dict.fromkeys(SCORED, False)
         for label, mode in subjects.items():
-            others = [p for p in peers if p != mode]
-            if not others:
+            verdict = _judge(values, mode, peers)
+            if verdict is None:
                 continue
-            verdict = held_cells(values, mode, others, SCORED, MARGIN)
-            t = totals.setdefault(label, [0, 0, 0])
-            t[0] += sum(h.held for h in verdict)
-            t[1] += sum(mean_within(values, mode, h.best, h.metric) for h in verdict)
-            t[2] += len(SCORED)
+            _tally(totals.setdefault(label, [0, 0, 0]), values, mode, verdict)
             for h in verdict:
                 held_by_metric[h.metric] |= h.held
         if len(peers) > 1:
@@ -99,13 +109,9 @@ def grid_ceiling(records: list[dict[str, Any]]) -> list[str]:
         values = case_values(record)
         peers = peer_modes(record_rivals(record))
         for mode, t in totals.items():
-            others = [p for p in peers if p != mode]
-            if not others:  # a case's only peer setting is judged by none
-                continue
-            verdict = held_cells(values, mode, others, SCORED, MARGIN)
-            t[0] += sum(h.held for h in verdict)
-            t[1] += sum(mean_within(values, mode, h.best, h.metric) for h in verdict)
-            t[2] += len(SCORED)
+            verdict = _judge(values, mode, peers)
+            if verdict is not None:  # a case's only peer setting: judged by none
+                _tally(t, values, mode, verdict)
     totals = {m: t for m, t in totals.items() if t[2]}
     if not totals:
         return []
