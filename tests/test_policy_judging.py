@@ -498,3 +498,43 @@ def test_the_ceiling_judges_every_mode_that_ran_in_every_case(
     assert list(ceiling((70.0, 20.0))) == [
         "trtllm-adp:12:0", settings.BASELINE, settings.RECOMMENDED,
     ]  # fmt: skip
+
+
+def test_the_per_case_ceiling_picks_each_case_its_own_best_mode() -> None:
+    """Each case's best mode, judged as the ceiling judges (counts worked by
+    hand: every other metric is equal, so three cells are held by all, and
+    the paired intervals have zero width). TensorRT-LLM's rule leads the
+    first case on both axes, SGLang's delayer the second: chosen per case
+    they hold 10 of 10, one mode for both cases 8. Control: when one mode
+    leads both cases the per-case oracle equals the single-mode ceiling
+    (the count follows the switching, it is not always full)."""
+    lead, lag = (70.0, 20.0), (150.0, 60.0)
+    rec = settings.RECOMMENDED
+
+    def text(second_swapped: bool) -> str:
+        first = {"off": (90.0, 50.0), rec: (100.0, 40.0),
+                 "trtllm-adp": lead, "sglang-delayer": lag}  # fmt: skip
+        second = dict(first)
+        if second_swapped:
+            second.update({"trtllm-adp": lag, "sglang-delayer": lead})
+        records = [_pair_record("x-dp4", first), _pair_record("y-dp16", second)]
+        return markdown(records, "0.0")
+
+    def section(text: str, title: str) -> str:
+        return text[text.index(title) :].split("\n\n")[0:2][1]
+
+    switched = text(True)
+    table = section(switched, "**The best mode chosen per case**")
+    assert f"| x-dp4 | `trtllm-adp` | 5 | 5 | `{rec}` | 3 |" in table
+    assert f"| y-dp16 | `sglang-delayer` | 5 | 5 | `{rec}` | 3 |" in table
+    assert "**10 of 10**; the best of our settings per case: 6 of 10" in switched
+    ceiling = section(switched, "**Every mode that ran in every case**")
+    assert "| `trtllm-adp` | 8 of 10 |" in ceiling
+    same = text(False)
+    assert "| `trtllm-adp` | 10 of 10 |" in section(
+        same, "**Every mode that ran in every case**"
+    )
+    assert "**10 of 10**" in same  # equal to the single-mode ceiling
+    assert "| y-dp16 | `trtllm-adp` | 5 |" in section(
+        same, "**The best mode chosen per case**"
+    )

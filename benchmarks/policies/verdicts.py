@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import settings
-from .ceiling import bar_for_every_setting, grid_ceiling
+from .ceiling import bar_for_every_setting, grid_ceiling, per_case_ceiling
 from .judging import (
     FRONT,
     MARGIN,
@@ -207,6 +207,7 @@ def judgments(records: list[dict[str, Any]]) -> list[str]:
         *held_per_setting(records),
         *bar_for_every_setting(records),
         *grid_ceiling(records),
+        *per_case_ceiling(records),
         f"**Pairwise wins of `{rec}`** (cells of {', '.join(NAMES[k] for k in SCORED)} "
         "over all cases where the paired interval lies wholly on one side): "
         "won / lost.",
