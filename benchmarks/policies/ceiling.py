@@ -141,19 +141,23 @@ def grid_ceiling(records: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _case_scores(record: dict[str, Any]) -> dict[str, tuple[int, int]]:
+def _case_scores(record: dict[str, Any]) -> tuple[dict[str, tuple[int, int]], int]:
     """Per mode that ran in the case: (cells held on the interval, on the
-    mean) against the best other peer setting per cell."""
+    mean) against the best other peer setting per cell; and how many scored
+    cells no mode holds."""
     values = case_values(record)
     peers = peer_modes(record_rivals(record))
     scores = {}
+    held_by_metric = dict.fromkeys(SCORED, False)
     for mode in values:
         verdict = _judge(values, mode, peers)
         if verdict is not None:
             t = [0, 0, 0]
             _tally(t, values, mode, verdict)
             scores[mode] = (t[0], t[1])
-    return scores
+            for h in verdict:
+                held_by_metric[h.metric] |= h.held
+    return scores, sum(not held for held in held_by_metric.values())
 
 
 def _best(scores: dict[str, tuple[int, int]], modes: list[str]) -> str | None:
@@ -173,12 +177,14 @@ def per_case_ceiling(records: list[dict[str, Any]]) -> list[str]:
     judges, and the best of our settings there. Summed over the cases, the
     most a policy that switched among this search's modes by workload could
     hold if it always knew the case: an oracle of the case (picked on the
-    values it is judged on), an upper bound for any one setting built from
-    these modes, not a setting."""
+    values it is judged on), an upper bound for a policy that runs one of
+    these modes per case, not a setting. Also counted: the cases where one
+    mode holds every cell, and the cells no mode holds (the leader judged
+    against the runner-up with the interval's worse end over the margin)."""
     rows = []
-    best_n = ours_n = cells = 0
+    best_n = ours_n = cells = full = unheld = 0
     for record in records:
-        scores = _case_scores(record)
+        scores, none_holds = _case_scores(record)
         best = _best(scores, sorted(scores))
         if best is None:
             continue
@@ -186,6 +192,7 @@ def per_case_ceiling(records: list[dict[str, Any]]) -> list[str]:
         h, mn = scores[best]
         oh = scores[ours][0] if ours else 0
         best_n, ours_n, cells = best_n + h, ours_n + oh, cells + len(SCORED)
+        full, unheld = full + (h == len(SCORED)), unheld + none_holds
         mine = f"`{ours}` | {oh}" if ours else "- | -"
         rows.append(f"| {record['case']} | `{best}` | {h} | {mn} | {mine} |")
     if not rows:
@@ -196,9 +203,10 @@ def per_case_ceiling(records: list[dict[str, Any]]) -> list[str]:
         "case the mode that ran there holding the most cells, judged as the "
         f"bar above judges, within {pct} of the best other peer setting per "
         f"cell): **{best_n} of {cells}**; the best of our settings per case: "
-        f"{ours_n} of {cells}. No policy that switches among these modes by "
-        "workload, knowing each case in advance, holds more: within one case "
-        "the cells' leaders differ.",
+        f"{ours_n} of {cells}. No policy that runs one of these modes per "
+        "case, knowing each case in advance, holds more. One mode holds every "
+        f"cell of its case in {full} of {len(rows)} cases; {unheld} of the "
+        f"{cells} cells no mode holds.",
         "",
         "| case | best mode | held (interval) | on the mean | best of ours | held |",
         "|---|---|---|---|---|---|",
