@@ -511,7 +511,8 @@ def test_the_per_case_ceiling_picks_each_case_its_own_best_mode() -> None:
     recommended one 3. Controls: the per-case total is not always full
     (14 of 15), the best of ours is not the recommended one by rote (10 of
     15, not 9), and when one mode leads both first cases the per-case total
-    equals the single-mode count."""
+    equals the single-mode count. One mode holds both TTFT p50 and TPOT p99
+    in the two first cases, not in the split one."""
     lead, lag = (70.0, 20.0), (150.0, 60.0)
     rec, other = settings.RECOMMENDED, settings.OURS[1]
 
@@ -538,6 +539,8 @@ def test_the_per_case_ceiling_picks_each_case_its_own_best_mode() -> None:
     assert f"| z-dp4 | `{other}` | 4 | 4 | `{other}` | 4 |" in table
     assert "**14 of 15**; the best of our settings per case: 10 of 15" in switched
     assert "every cell of its case in 2 of 3 cases; 0 of the 15 cells" in switched
+    # The split case: TTFT p50 and TPOT p99 held, but by different modes.
+    assert "TPOT p99 (the trade-off's two sides) in 2 of 3 cases" in switched
     ceiling = section(switched, "**Every mode that ran in every case**")
     assert "| `trtllm-adp` | 12 of 15 |" in ceiling
     same = text(False)
@@ -571,3 +574,4 @@ def test_the_per_case_ceiling_counts_the_cells_no_mode_holds() -> None:
     text = markdown([{"case": "x-dp4", "runs": runs}], "0.0")
     assert "**4 of 5**" in text
     assert "every cell of its case in 0 of 1 cases; 1 of the 5 cells" in text
+    assert "TPOT p99 (the trade-off's two sides) in 0 of 1 cases" in text

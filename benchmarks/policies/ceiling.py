@@ -8,10 +8,10 @@ and to every mode that ran in every case, each grid point included
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import settings
-from .judging import MARGIN, SCORED, Held, Values, held_cells, mean_within
+from .judging import FRONT, MARGIN, SCORED, Held, Values, held_cells, mean_within
 from .rivals import peer_modes, record_rivals
 from .runs import case_values
 
@@ -141,14 +141,25 @@ def grid_ceiling(records: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _case_scores(record: dict[str, Any]) -> tuple[dict[str, tuple[int, int]], int]:
-    """Per mode that ran in the case: (cells held on the interval, on the
-    mean) against the best other peer setting per cell; and how many scored
-    cells no mode holds."""
+class _CaseReading(NamedTuple):
+    """One case judged for :func:`per_case_ceiling`."""
+
+    #: Per mode that ran: (cells held on the interval, on the mean).
+    scores: dict[str, tuple[int, int]]
+    #: Scored cells no mode holds.
+    unheld: int
+    #: Whether some one mode holds both :data:`~.judging.FRONT` cells.
+    front: bool
+
+
+def _read_case(record: dict[str, Any]) -> _CaseReading:
+    """Every mode that ran in the case against the best other peer setting
+    per cell."""
     values = case_values(record)
     peers = peer_modes(record_rivals(record))
     scores = {}
     held_by_metric = dict.fromkeys(SCORED, False)
+    front = False
     for mode in values:
         verdict = _judge(values, mode, peers)
         if verdict is not None:
@@ -157,7 +168,9 @@ def _case_scores(record: dict[str, Any]) -> tuple[dict[str, tuple[int, int]], in
             scores[mode] = (t[0], t[1])
             for h in verdict:
                 held_by_metric[h.metric] |= h.held
-    return scores, sum(not held for held in held_by_metric.values())
+            front |= set(FRONT) <= {h.metric for h in verdict if h.held}
+    unheld = sum(not held for held in held_by_metric.values())
+    return _CaseReading(scores, unheld, front)
 
 
 def _best(scores: dict[str, tuple[int, int]], modes: list[str]) -> str | None:
@@ -179,12 +192,14 @@ def per_case_ceiling(records: list[dict[str, Any]]) -> list[str]:
     hold if it always knew the case: an oracle of the case (picked on the
     values it is judged on), an upper bound for a policy that runs one of
     these modes per case, not a setting. Also counted: the cases where one
-    mode holds every cell, and the cells no mode holds (the leader judged
-    against the runner-up with the interval's worse end over the margin)."""
+    mode holds every cell, the cells no mode holds (the leader judged
+    against the runner-up with the interval's worse end over the margin),
+    and the cases where one mode holds both sides of the trade-off
+    (:data:`~.judging.FRONT`: TTFT p50 and TPOT p99)."""
     rows = []
-    best_n = ours_n = cells = full = unheld = 0
+    best_n = ours_n = cells = full = unheld = fronts = 0
     for record in records:
-        scores, none_holds = _case_scores(record)
+        scores, none_holds, front = _read_case(record)
         best = _best(scores, sorted(scores))
         if best is None:
             continue
@@ -193,6 +208,7 @@ def per_case_ceiling(records: list[dict[str, Any]]) -> list[str]:
         oh = scores[ours][0] if ours else 0
         best_n, ours_n, cells = best_n + h, ours_n + oh, cells + len(SCORED)
         full, unheld = full + (h == len(SCORED)), unheld + none_holds
+        fronts += front
         mine = f"`{ours}` | {oh}" if ours else "- | -"
         rows.append(f"| {record['case']} | `{best}` | {h} | {mn} | {mine} |")
     if not rows:
@@ -206,7 +222,9 @@ def per_case_ceiling(records: list[dict[str, Any]]) -> list[str]:
         f"{ours_n} of {cells}. No policy that runs one of these modes per "
         "case, knowing each case in advance, holds more. One mode holds every "
         f"cell of its case in {full} of {len(rows)} cases; {unheld} of the "
-        f"{cells} cells no mode holds.",
+        f"{cells} cells no mode holds; one mode holds both TTFT p50 and "
+        f"TPOT p99 (the trade-off's two sides) in {fronts} of {len(rows)} "
+        "cases.",
         "",
         "| case | best mode | held (interval) | on the mean | best of ours | held |",
         "|---|---|---|---|---|---|",
