@@ -85,62 +85,6 @@ def bar_for_every_setting(records: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-#: How many of the best modes :func:`grid_ceiling` lists.
-CEILING_ROWS = 5
-
-
-def grid_ceiling(records: list[dict[str, Any]]) -> list[str]:
-    """The bar applied to every mode that ran in every case (every point of
-    every grid on the design table): per mode, the scored cells within the
-    margin of the best *other* peer setting per cell (interval's worse
-    end; then the mean alone), as :func:`bar_for_every_setting` judges.
-    The best :data:`CEILING_ROWS` modes, then the baseline and the
-    recommended setting if not among them, and how many were judged: how far
-    any one setting of the whole search gets. On the design seeds the
-    best mode and the peers' tuned points are both picked on the values
-    they are judged on: a reading, not a held-out claim."""
-    common: set[str] | None = None
-    for record in records:
-        here = set(case_values(record))
-        common = here if common is None else common & here
-    if not common:
-        return []
-    totals: dict[str, list[int]] = {m: [0, 0, 0] for m in common}
-    for record in records:
-        values = case_values(record)
-        peers = peer_modes(record_rivals(record))
-        for mode, t in totals.items():
-            verdict = _judge(values, mode, peers)
-            if verdict is not None:  # a case's only peer setting: judged by none
-                _tally(t, values, mode, verdict)
-    totals = {m: t for m, t in totals.items() if t[2]}
-    if not totals:
-        return []
-    ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
-    shown = ranked[:CEILING_ROWS]
-    shown += [
-        (m, totals[m])
-        for m in (settings.BASELINE, settings.RECOMMENDED)
-        if m in totals and all(m != k for k, _ in shown)
-    ]
-    pct = f"{100 * MARGIN:g} %"
-    return [
-        f"**Every mode that ran in every case** ({len(ranked)} modes: `off`, "
-        "ours and every point of every peer grid that all cases ran), judged "
-        f"as the bar above judges: cells within {pct} of the best of the "
-        "other peer settings per cell. The best "
-        f"{min(CEILING_ROWS, len(ranked))}, then `{settings.BASELINE}` and the "
-        "recommended setting for reference: no one setting of this search "
-        f"holds more than {ranked[0][1][0]} of {ranked[0][1][2]} (interval) "
-        f"or {max(t[1] for t in totals.values())} (mean).",
-        "",
-        f"| mode | within {pct} of the best other peer (interval) | on the mean |",
-        "|---|---|---|",
-        *[f"| `{m}` | {h} of {n} | {mn} of {n} |" for m, (h, mn, n) in shown],
-        "",
-    ]
-
-
 class _CaseReading(NamedTuple):
     """One case judged for :func:`per_case_ceiling`."""
 
@@ -171,6 +115,61 @@ def _read_case(record: dict[str, Any]) -> _CaseReading:
             front |= set(FRONT) <= {h.metric for h in verdict if h.held}
     unheld = sum(not held for held in held_by_metric.values())
     return _CaseReading(scores, unheld, front)
+
+
+#: How many of the best modes :func:`grid_ceiling` lists.
+CEILING_ROWS = 5
+
+
+def grid_ceiling(records: list[dict[str, Any]]) -> list[str]:
+    """The bar applied to every mode that ran in every case (every point of
+    every grid on the design table): per mode, the scored cells within the
+    margin of the best *other* peer setting per cell (interval's worse
+    end; then the mean alone), as :func:`bar_for_every_setting` judges.
+    The best :data:`CEILING_ROWS` modes, then the baseline and the
+    recommended setting if not among them, and how many were judged: how far
+    any one setting of the whole search gets. On the design seeds the
+    best mode and the peers' tuned points are both picked on the values
+    they are judged on: a reading, not a held-out claim."""
+    common: set[str] | None = None
+    for record in records:
+        here = set(case_values(record))
+        common = here if common is None else common & here
+    if not common:
+        return []
+    totals: dict[str, list[int]] = {m: [0, 0, 0] for m in common}
+    for record in records:
+        scores = _read_case(record).scores
+        for mode, t in totals.items():
+            if mode in scores:  # a case's only peer setting: judged by none
+                held, on_mean = scores[mode]
+                t[0], t[1], t[2] = t[0] + held, t[1] + on_mean, t[2] + len(SCORED)
+    totals = {m: t for m, t in totals.items() if t[2]}
+    if not totals:
+        return []
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+    shown = ranked[:CEILING_ROWS]
+    shown += [
+        (m, totals[m])
+        for m in (settings.BASELINE, settings.RECOMMENDED)
+        if m in totals and all(m != k for k, _ in shown)
+    ]
+    pct = f"{100 * MARGIN:g} %"
+    return [
+        f"**Every mode that ran in every case** ({len(ranked)} modes: `off`, "
+        "ours and every point of every peer grid that all cases ran), judged "
+        f"as the bar above judges: cells within {pct} of the best of the "
+        "other peer settings per cell. The best "
+        f"{min(CEILING_ROWS, len(ranked))}, then `{settings.BASELINE}` and the "
+        "recommended setting for reference: no one setting of this search "
+        f"holds more than {ranked[0][1][0]} of {ranked[0][1][2]} (interval) "
+        f"or {max(t[1] for t in totals.values())} (mean).",
+        "",
+        f"| mode | within {pct} of the best other peer (interval) | on the mean |",
+        "|---|---|---|",
+        *[f"| `{m}` | {h} of {n} | {mn} of {n} |" for m, (h, mn, n) in shown],
+        "",
+    ]
 
 
 def _best(scores: dict[str, tuple[int, int]], modes: list[str]) -> str | None:
