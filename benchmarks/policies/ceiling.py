@@ -86,7 +86,7 @@ def bar_for_every_setting(records: list[dict[str, Any]]) -> list[str]:
 
 
 class _CaseReading(NamedTuple):
-    """One case judged for :func:`per_case_ceiling`."""
+    """One case judged, read by :func:`grid_ceiling` and :func:`per_case_ceiling`."""
 
     #: Per mode that ran: (cells held on the interval, on the mean).
     scores: dict[str, tuple[int, int]]
