@@ -355,6 +355,19 @@ def _pair_record(case: str, modes: dict[str, tuple[float, float]]) -> dict:
     return {"case": case, "runs": runs}
 
 
+def _ttft_record(case: str, per_seed: dict[str, list[float]]) -> dict:
+    """A case of three seeds: per mode its TTFT p50 per seed, every other
+    metric 1.0."""
+    runs = [
+        {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
+         "span_s": 5.0, "mode_wall_s": {},
+         "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
+                        "ttft_p50": v[s]} for m, v in per_seed.items()}}
+        for s in range(3)
+    ]  # fmt: skip
+    return {"case": case, "runs": runs}
+
+
 def test_headline_is_the_best_peer_per_cell_with_the_margin() -> None:
     """Per cell the best peer setting (``off`` is no peer), with the 5 %
     margin; the secondary view picks one peer setting per case by each rule.
@@ -432,14 +445,7 @@ def test_the_bar_judges_a_leader_against_the_runner_up() -> None:
     }
 
     def record(case: str, names: list[str]) -> dict[str, object]:
-        runs = [
-            {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
-             "span_s": 5.0, "mode_wall_s": {},
-             "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
-                            "ttft_p50": per_seed[m][s]} for m in names}}
-            for s in range(3)
-        ]  # fmt: skip
-        return {"case": case, "runs": runs}
+        return _ttft_record(case, {m: per_seed[m] for m in names})
 
     lead = judging.compare(
         case_values(record("x-dp4", list(per_seed))),
@@ -564,14 +570,7 @@ def test_the_per_case_ceiling_counts_the_cells_no_mode_holds() -> None:
         "sglang-delayer": [90.0, 108.0, 99.0],  # mean 99: leads
         "trtllm-adp": [100.0, 100.0, 100.0],  # runner-up
     }
-    runs = [
-        {"seed": s, "command": "cmd", "wall_s": 1.0, "requests": 10,
-         "span_s": 5.0, "mode_wall_s": {},
-         "values": {m: {**{k: 1.0 for k, _, _ in judging.METRICS},
-                        "ttft_p50": v[s]} for m, v in per_seed.items()}}
-        for s in range(3)
-    ]  # fmt: skip
-    text = markdown([{"case": "x-dp4", "runs": runs}], "0.0")
+    text = markdown([_ttft_record("x-dp4", per_seed)], "0.0")
     assert "**4 of 5**" in text
     assert "every cell of its case in 0 of 1 cases; 1 of the 5 cells" in text
     assert "TPOT p99 (the trade-off's two sides) in 0 of 1 cases" in text
