@@ -33,6 +33,7 @@ import vllm.v1.core.sched.scheduler as installed_scheduler
 
 from tests.support.lanes import REPO_ROOT, current_lane, pin_tag
 from tests.support.original_scheduler import classes_from_source
+from tests.support.scratch import process_tempdir
 from tests.support.series_tool import series
 
 MAIN_PATCHES = REPO_ROOT / "downstream_patch" / "vllm-ascend" / "main"
@@ -110,7 +111,7 @@ def override_module(
     async_mod.AsyncScheduler = async_scheduler  # type: ignore[attr-defined]
     stem = Path(rel).stem
     name = f"vab_override_{stem}" if text is None else f"vab_variant_{stem}"
-    path = Path(tempfile.mkdtemp(prefix=f"{name}-")) / Path(rel).name
+    path = process_tempdir(f"{name}-") / Path(rel).name
     path.write_text(patched_source(src, rel, patch) if text is None else text)
     # `from vllm.v1.core.sched import scheduler` reads the package attribute;
     # `from ...scheduler import Scheduler` reads sys.modules: both redirected.

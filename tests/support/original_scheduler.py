@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
 from unittest import mock
@@ -24,6 +23,7 @@ from unittest import mock
 from vllm.v1.core.sched import async_scheduler as installed_async_mod
 
 from tests.support.lanes import current_lane
+from tests.support.scratch import process_tempdir
 from tests.support.series_tool import series
 
 SCHED_REL = Path("vllm/v1/core/sched")
@@ -86,6 +86,6 @@ def classes_from_source(name: str, source: str) -> tuple[type, type]:
     """(Scheduler, AsyncScheduler) from ``source``, a variant of the installed
     ``vllm/v1/core/sched/scheduler.py``, executed as module ``name``."""
     # Kept for the life of the process: tracebacks read their lines from it.
-    path = Path(tempfile.mkdtemp(prefix=f"{name}-")) / "scheduler.py"
+    path = process_tempdir(f"{name}-") / "scheduler.py"
     path.write_text(source)
     return _with_async(name, _exec_module(name, path))

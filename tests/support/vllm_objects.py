@@ -10,8 +10,6 @@ hand the scheduler after profiling.
 from __future__ import annotations
 
 import functools
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,6 +34,7 @@ from vllm.v1.kv_cache_interface import (
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
 
+from tests.support.scratch import process_tempdir
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 
 EOS_TOKEN_ID = 2
@@ -43,7 +42,7 @@ EOS_TOKEN_ID = 2
 
 @functools.cache
 def tiny_moe_model_dir() -> str:
-    return str(write_tiny_moe_model(Path(tempfile.mkdtemp(prefix="vab-model-"))))
+    return str(write_tiny_moe_model(process_tempdir("vab-model-")))
 
 
 @functools.cache

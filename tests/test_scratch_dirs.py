@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The suite's process-lived scratch directories are gone once the process
+exits (tests/support/scratch.py): a whole suite run used to leave hundreds of
+tiny-model and scheduler-variant directories in the temp dir."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.lanes import REPO_ROOT
+
+pytestmark = pytest.mark.lane_scope("release")
+
+#: The tiny model directory every offline vLLM config of a process points at.
+_MODEL_DIR = (
+    "from tests.support.vllm_objects import tiny_moe_model_dir\n"
+    "from tests.support.vllm_objects import make_vllm_config\n"
+    "make_vllm_config()\n"
+    "print(tiny_moe_model_dir())\n"
+)
+#: Known bad: the directory made as before, with nothing to remove it.
+_BARE_MKDTEMP = "import tempfile\nprint(tempfile.mkdtemp(prefix='vab-model-'))\n"
+
+
+def _left_behind(code: str, tmp: Path) -> list[str]:
+    """Run ``code`` in a new interpreter with ``tmp`` as its temp dir; the
+    entries it leaves there, after checking it printed one that existed."""
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    assert Path(out).parent == tmp, out
+    return sorted(p.name for p in tmp.iterdir())
+
+
+def test_the_tiny_model_directory_is_removed_when_the_process_exits(
+    tmp_path: Path,
+) -> None:
+    assert _left_behind(_MODEL_DIR, tmp_path) == []
+
+
+def test_a_bare_mkdtemp_is_left_behind_negative_control(tmp_path: Path) -> None:
+    left = _left_behind(_BARE_MKDTEMP, tmp_path)
+    assert len(left) == 1 and left[0].startswith("vab-model-")
