@@ -46,7 +46,7 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
     import _checkout  # noqa: F401
 
 from benchmarks.policies import cases, settings  # noqa: E402
-from benchmarks.policies.render import markdown  # noqa: E402
+from benchmarks.policies.render import markdown, recorded_vllm  # noqa: E402
 from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
 from benchmarks.policies.rivals import design_tuned, held_out_plan  # noqa: E402
 from benchmarks.policies.runs import command, run_seed  # noqa: E402
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.render:
         records = json.loads(out.with_suffix(".json").read_text())
-        table = markdown(records, vllm.__version__)
+        table = markdown(records, recorded_vllm(records) or vllm.__version__)
         out.with_suffix(".md").write_text(table)
         print(table)
         return 0

@@ -73,6 +73,16 @@ def test_two_seeds_write_the_tables_and_render_again(tmp_path: Path) -> None:
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert out.with_suffix(".md").read_text() == text
+    # The header names the vLLM the rows ran on, not the rendering one's.
+    for run in runs:
+        run["vllm"] = "9.9.9 package 0123456789abcdef"
+    out.with_suffix(".json").write_text(json.dumps(records))
+    other = subprocess.run(
+        [sys.executable, str(SCRIPT), "--render", "--out", str(out)],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+    )  # fmt: skip
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert "Simulated engine on vLLM 9.9.9 (" in out.with_suffix(".md").read_text()
 
 
 def test_an_unknown_case_is_one_line() -> None:

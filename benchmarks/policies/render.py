@@ -109,6 +109,16 @@ def seed_provenance(seeds: list[int]) -> str:
     return f"Seeds {seeds}: neither the design set nor the drawn held-out set."
 
 
+def recorded_vllm(records: list[dict[str, Any]]) -> str | None:
+    """The vLLM version(s) the records' runs were made on (each run's
+    ``vllm``: ``"<version> package <digest>"``), joined by " and " when they
+    differ; None if no run says. ``--render`` heads the table with it, not
+    with the rendering interpreter's vLLM."""
+    runs = [r for rec in records for r in rec["runs"]]
+    found = {r["vllm"].split(" ")[0] for r in runs if r.get("vllm")}
+    return " and ".join(sorted(found)) or None
+
+
 def markdown(records: list[dict[str, Any]], vllm_version: str) -> str:
     seeds = sorted({r["seed"] for rec in records for r in rec["runs"]})
     by = settings.HELD_OUT_COMMAND if held_out(seeds) else settings.COMMAND
