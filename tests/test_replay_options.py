@@ -95,6 +95,15 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
             "--mode atom-delayer: a peer policy coordinates DP ranks .* --dp 2",
         ),
         (["--mode", "on+sglang-delayer"], "a peer policy runs alone"),
+        (
+            ["--mode", "off,on+max-held:64", "--balance-max-frozen-steps", "64"],
+            "--balance-max-frozen-steps 64: no mode of --mode off,on\\+max-held:64 "
+            "takes it .* e.g. on\\+max-frozen:64",
+        ),
+        (
+            ["--mode", "off,interval:2", "--balance-max-frozen-steps", "8"],
+            "--balance-max-frozen-steps 8: no mode of --mode off,interval:2 takes it",
+        ),
     ],
 )
 def test_out_of_range_values_are_one_line_errors(argv, words):

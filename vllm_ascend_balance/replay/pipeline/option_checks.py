@@ -39,6 +39,16 @@ def check_combination(options: Any, modes: Sequence[Mode]) -> None:
             "--dp 1: balance gathers over the DP group and cannot change "
             "anything with one rank; use --dp 2 or more (or --mode off)"
         )
+    frozen = options.balance_max_frozen_steps
+    if frozen is not None and all(m.bounds(frozen) == m.bounds(None) for m in modes):
+        # Passed on only where a mode sets no bound of its own: else ignored,
+        # while the run's options would still record it.
+        raise ValueError(
+            f"--balance-max-frozen-steps {frozen}: no mode of --mode "
+            f"{options.mode} takes it (balance off, or a bound of the mode's "
+            "own: max-held, max-frozen, or its policy's default); drop it, or "
+            f"write the bound into the mode, e.g. on+max-frozen:{frozen}"
+        )
     peer = next((mode.label for mode in modes if mode.peer), None)
     if peer is not None and options.dp == 1:
         raise ValueError(

@@ -152,8 +152,10 @@ class ReplayOptions:
     )  # fmt: skip
     balance_max_frozen_steps: int | None = option(
         None,
-        "modes with balance on: pass scheduler_config.balance_max_frozen_steps "
-        "N (bounded freeze) to the engines",
+        "modes with balance on and no bound of their own (no max-held or "
+        "max-frozen in the mode, no policy default): pass "
+        "scheduler_config.balance_max_frozen_steps N (bounded freeze) to the "
+        "engines; refused if no mode takes it",
         metavar="N", ge=1, group=_DEP,
     )  # fmt: skip
     engine: str = option(
