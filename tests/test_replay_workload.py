@@ -153,6 +153,24 @@ def test_jsonl_errors_name_file_and_line(tmp_path, line, words):
     assert words in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "name, text, words",
+    [
+        ("w.jsonl", "[1, 2, 3]\n", ":1: expected a JSON object"),
+        ("w.txt", "[1, 2, 3]\n", ":1: expected a JSON object"),
+        ("w.jsonl", "TIMESTAMP,ContextTokens\n", ":1: not valid JSON"),
+        ("w.csv", "when,ContextTokens\n", ":1: header lacks column(s) TIMESTAMP"),
+    ],
+)
+def test_the_format_is_the_files_own(tmp_path, name, text, words):
+    # A JSON line that is not an object, or any line of a .jsonl file, gets
+    # the JSONL reader's error (it once got the CSV header's).
+    path = _write(tmp_path, text, name)
+    with pytest.raises(WorkloadError) as info:
+        _load(path)
+    assert words in str(info.value)
+
+
 def test_selection_window_limit_and_rate_scale(tmp_path):
     rows = "".join(
         f'{{"arrival_s": {t}, "prompt_tokens": 5, "output_tokens": 2}}\n'

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Trace readers of the replay (``--trace FILE``).
 
-Formats (chosen by the file's first non-blank line; UTF-8 text, a
-byte-order mark is accepted):
+Formats (JSONL for a ``.jsonl`` or ``.json`` file or a first non-blank line
+that opens a JSON object or array, else the CSV; UTF-8 text, a byte-order
+mark is accepted):
 
 - Azure LLM inference trace CSV (Azure Public Dataset, e.g.
   ``AzureLLMInferenceTrace_conv.csv``): header
@@ -201,12 +202,15 @@ def read_jsonl(path: Path) -> Iterator[ReplayRequest]:
 
 
 def sniff_kind(path: Path) -> str:
-    """``"azure-csv"`` or ``"jsonl"`` from the first non-blank line (after a
-    byte-order mark, if any)."""
+    """``"azure-csv"`` or ``"jsonl"`` from the file's suffix and its first
+    non-blank line (after a byte-order mark, if any): a line of JSON that is
+    not an object then gets the JSONL reader's error, not the CSV header's."""
     with _open_text(path) as lines:
         for _, line in lines:
             if line.strip():
-                return "jsonl" if line.lstrip().startswith("{") else "azure-csv"
+                json_like = line.lstrip().startswith(("{", "["))
+                named = path.suffix.lower() in (".jsonl", ".json")
+                return "jsonl" if json_like or named else "azure-csv"
     raise WorkloadError(f"{path}: empty file")
 
 
