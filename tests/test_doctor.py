@@ -50,6 +50,15 @@ CASES = {
     "dp1": ["--additional-config", ON, "--data-parallel-size", "1"],
     "dense": ["--additional-config", ON, *DP, "--dense"],
     "unknown-flag": ["--additional-config", ON, "--no-such-vllm-flag", "1"],
+    # Parsed by vLLM's parser, refused by its SchedulerConfig at start-up.
+    "zero-max-num-seqs": [
+        "MODEL",
+        "--additional-config",
+        ON,
+        *DP,
+        "--max-num-seqs",
+        "0",
+    ],
     "bad-json": ["--additional-config", '{"scheduler_config": '],
     "no-such-scheduler": [
         "--additional-config",
@@ -224,6 +233,27 @@ def test_an_argument_vllm_serve_refuses_is_refused_as_vllm_does(reports) -> None
         pytest.skip("vLLM's serve parser cannot be built on this install")
     assert report.returncode == 2, report.stdout + report.stderr
     assert "unrecognized arguments: --no-such-vllm-flag" in report.stderr
+    assert "would activate:" not in report.stdout
+    assert "Traceback" not in report.stderr
+
+
+def test_a_value_vllms_config_refuses_is_refused_as_vllm_serve_would(
+    reports: dict[str, Report],
+) -> None:
+    """``--max-num-seqs 0`` passes vLLM's parser but not its
+    ``SchedulerConfig`` (``vllm serve`` fails at start-up): doctor refuses it
+    as it refuses an argument the parser does (exit 2), in one line naming the
+    flag, vLLM's rule and a valid value. Negative control (by hand): without
+    ``_scheduler_config_refusal`` in ``parse_serve_args`` the case exits 0
+    with "would activate: True"."""
+    report = reports["zero-max-num-seqs"]
+    if "cannot build `vllm serve`'s argument parser" in report.stdout:
+        pytest.skip("vLLM's serve parser cannot be built on this install")
+    assert report.returncode == 2, report.stdout + report.stderr
+    errors = [line for line in report.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1, report.stderr
+    for needle in ("--max-num-seqs", "greater than or equal to 1", "got 0", "e.g."):
+        assert needle in errors[0], (needle, errors[0])
     assert "would activate:" not in report.stdout
     assert "Traceback" not in report.stderr
 
