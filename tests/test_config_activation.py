@@ -144,9 +144,12 @@ def test_new_key(value: bool) -> None:
     assert (setting.enabled, setting.source) == (value, SETTING)
 
 
-@pytest.mark.parametrize("value", ["true", "yes", 1, 0, 1.0, [], {}])
+@pytest.mark.parametrize("value", ["true", "yes", 1, 0, 1.0, [], {}, None])
 @pytest.mark.parametrize("key", [SETTING, LEGACY_SETTING])
 def test_non_boolean_is_a_one_line_error(value: Any, key: str) -> None:
+    """null too (docs/operating.md: any value that is not a JSON boolean);
+    read as absent it left balance off without a word. Negative control (by
+    hand): ``_read_enabled`` skipping a null switch accepts it, off."""
     if key == SETTING:
         additional = {"scheduler_config": {"enable_balance_scheduling": value}}
     else:

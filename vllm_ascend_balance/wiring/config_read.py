@@ -269,9 +269,11 @@ def _read_enabled(
     """(enabled, source) by vllm-ascend's precedence: nested key, legacy key,
     environment variable."""
     forms: list[tuple[str, bool]] = []
-    if sched.get(SWITCH) is not None:
+    # null too is refused (docs/operating.md): read as absent, it would leave
+    # balance off without a word where the user meant to say something.
+    if SWITCH in sched:
         forms.append((SETTING, require_bool(sched[SWITCH], SETTING)))
-    if additional.get(SWITCH) is not None:
+    if SWITCH in additional:
         forms.append((LEGACY_SETTING, require_bool(additional[SWITCH], LEGACY_SETTING)))
     from_env = _read_env(environ)
     if from_env is not None:
