@@ -103,28 +103,6 @@ def shown(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
-    """One-line refusals for keys of ``section`` that look like balance
-    settings but are not: unknown ``balance_*`` keys, and keys one typo away
-    from a known one (which would leave it at its default)."""
-    found = []
-    known = (SWITCH, *options())
-    for key in section:
-        if not isinstance(key, str) or key in known:
-            continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
-        if not close and not key.startswith("balance_"):
-            continue
-        hint = (
-            f"did you mean {close[0]}? (e.g. {example(close[0], where)})"
-            if close
-            else f"the known ones are {', '.join(known)} (e.g. "
-            f"{example('balance_max_frozen_steps', where)})"
-        )
-        found.append(f"{where}.{key} is not a balance scheduling setting: {hint}")
-    return found
-
-
 def require_bool(value: Any, setting: str) -> bool:
     """``value`` if it is a JSON boolean, else a refusal naming ``setting``."""
     if isinstance(value, bool):

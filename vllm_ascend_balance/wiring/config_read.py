@@ -32,12 +32,16 @@ from vllm_ascend_balance.wiring.config import (
     SWITCH,
     TOP,
     BalanceConfigError,
-    example,
     gate_settings,
     options,
     require_bool,
     shown,
+)
+from vllm_ascend_balance.wiring.config_sections import (
+    misplaced_section,
+    scheduler_section,
     unknown_keys,
+    written_options,
 )
 
 logger = init_logger(__name__)
@@ -124,8 +128,8 @@ def read_user_setting(
 ) -> BalanceSetting:
     """:func:`read_balance_setting` of an ``additional_config`` as the user
     wrote it (no carried setting)."""
-    sched = _scheduler_section(additional)
-    misplaced = _misplaced_section(additional)
+    sched = scheduler_section(additional)
+    misplaced = misplaced_section(additional)
     if misplaced:
         raise BalanceConfigError(misplaced)
     unknown = unknown_keys(sched, NESTED) + unknown_keys(additional, TOP)
@@ -147,7 +151,7 @@ def read_user_setting(
     where = TOP if source == LEGACY_SETTING else NESTED
     values = {
         key: READERS[key](value, at) if key in READERS else value
-        for key, (at, value) in _options(additional, sched).items()
+        for key, (at, value) in written_options(additional, sched).items()
     }
     stall = values.pop("balance_stall_warning_s", DEFAULT_STALL_WARNING_S)
     gate = gate_settings(values, where)
@@ -192,59 +196,6 @@ def read_stall_warning_s(vllm_config: Any) -> float | None:
     """``balance_stall_warning_s`` of ``vllm_config`` in seconds, None = off:
     :func:`read_balance_setting`'s, without repeating its warnings."""
     return read_balance_setting(vllm_config, quiet=True).stall_warning_s
-
-
-def _misplaced_section(additional: Mapping[str, Any]) -> str | None:
-    """A one-line refusal for a top-level object other than
-    ``scheduler_config`` holding balance keys (``"scheduler_confg"``), or
-    None; other plugins' top-level objects are not looked at."""
-    for key, value in additional.items():
-        if key in ("scheduler_config", CARRIED_KEY) or not isinstance(value, Mapping):
-            continue
-        ours = [
-            k
-            for k in value
-            if isinstance(k, str) and (k == SWITCH or k.startswith("balance_"))
-        ]
-        if ours:
-            return (
-                f"{TOP}.{key} holds balance scheduling settings ({', '.join(ours)}) "
-                f'but they are read only under "scheduler_config": move them '
-                f"there (e.g. {ENABLE_EXAMPLE})"
-            )
-    return None
-
-
-def _options(
-    additional: Mapping[str, Any], sched: Mapping[str, Any]
-) -> dict[str, tuple[str, Any]]:
-    """The options written, each with its section; one written in both
-    sections is refused."""
-    found: dict[str, tuple[str, Any]] = {}
-    for key in options():
-        places = [
-            (w, s[key]) for w, s in ((NESTED, sched), (TOP, additional)) if key in s
-        ]
-        if len(places) > 1:
-            raise BalanceConfigError(
-                f"{key} is set both in {NESTED} and at the top level of {TOP}: "
-                f"keep one, next to the switch you use (e.g. {example(key)})"
-            )
-        if places:
-            found[key] = places[0]
-    return found
-
-
-def _scheduler_section(additional: Mapping[str, Any]) -> Mapping[str, Any]:
-    sched = additional.get("scheduler_config", {})
-    if sched is None:
-        return {}
-    if not isinstance(sched, Mapping):
-        raise BalanceConfigError(
-            f"{NESTED} must be a JSON object, got {shown(sched)}: use e.g. "
-            f"{ENABLE_EXAMPLE}"
-        )
-    return sched
 
 
 def _read_env(environ: Mapping[str, str]) -> bool | None:
