@@ -510,6 +510,29 @@ def test_link_installed_only_where_balance_is_requested() -> None:
 
 
 @pytest.mark.usefixtures("clean_engine_core")
+@pytest.mark.parametrize(
+    "additional",
+    [
+        {"scheduler_config": {"enable_balance_scheduling": False, "balance_policy": 1}},
+        {"enable_balance_scheduling": False},  # the deprecated form
+    ],
+)
+def test_the_front_end_logs_each_warning_once(
+    additional: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The front-end reads the user's config twice (steering, then the plan
+    of the config created): each warning is logged once (doctor's:
+    test_doctor.py). Negative control (by hand): ``_check_early`` planning
+    without ``quiet=True`` logs each twice."""
+    warned: list[str] = []
+    monkeypatch.setattr(
+        config_read.logger, "warning", lambda msg, *args: warned.append(msg % args)
+    )
+    _create(vllm_config(additional))
+    assert warned and len(warned) == len(set(warned)), warned
+
+
+@pytest.mark.usefixtures("clean_engine_core")
 def test_pickled_target_is_ours() -> None:
     """vLLM starts engines with ``target=EngineCoreProc.run_engine_core``;
     under spawn the target is pickled by qualified name."""

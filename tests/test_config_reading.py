@@ -212,9 +212,7 @@ def test_switch_off_with_a_bad_bound_warns_instead_of_refusing(
     additional = {"scheduler_config": {SWITCH: False, "balance_max_frozen_steps": 0}}
     setting = read_user_setting(additional, {})
     assert not setting.enabled
-    assert any("do nothing" in w and "balance_max_frozen_steps" in w for w in warned), (
-        warned
-    )
+    assert any("balance_max_frozen_steps does nothing" in w for w in warned), warned
 
 
 def test_a_typo_of_the_switch_is_refused_even_when_off() -> None:

@@ -22,7 +22,7 @@ from tests.support.doctor_runs import run_doctor_cases
 from tests.support.lanes import current_lane
 from tests.support.series_tool import series
 from vllm_ascend_balance.tools.doctor import vllm_install
-from vllm_ascend_balance.wiring.config import SETTING
+from vllm_ascend_balance.wiring.config import SETTING, SWITCH
 
 # why: vLLM's serve parser and config decide most cases (PACKAGE_ONLY: release)
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
@@ -36,6 +36,12 @@ CASES = {
     "enabled": ["MODEL", "--additional-config", ON, *DP, "--max-num-seqs", "64"],
     "default-dp": ["--additional-config", ON],
     "off": [],
+    "off-with-bound": [
+        "--additional-config",
+        json.dumps(
+            {"scheduler_config": {SWITCH: False, "balance_max_frozen_steps": 64}}
+        ),
+    ],
     "non-boolean": [
         "--additional-config",
         json.dumps({"scheduler_config": {"enable_balance_scheduling": "yes"}}),
@@ -72,7 +78,7 @@ CASES = {
 # Cases whose verdict is this package's alone (its own flags and value
 # checks): the release lane runs them; the others go through vLLM's parser
 # and config, so every lane does.
-PACKAGE_ONLY = {"non-boolean", "dp1", "dense"}
+PACKAGE_ONLY = {"non-boolean", "dp1", "dense", "off-with-bound"}
 RELEASE_ONLY = pytest.mark.lane_scope("release")
 
 
@@ -163,6 +169,21 @@ def test_off_would_not_activate(reports: dict[str, Report]) -> None:
     assert report.returncode == 0, report.stdout + report.stderr
     assert report.field("setting").startswith("False")
     assert report.field("would activate") == "False"
+
+
+@RELEASE_ONLY
+def test_off_warns_once_that_the_options_do_nothing(
+    reports: dict[str, Report],
+) -> None:
+    """Doctor steers the config, then plans it: two reads, one warning.
+    Negative control (by hand): ``run`` planning without ``quiet=True``
+    logs it twice."""
+    report = reports["off-with-bound"]
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert report.field("would activate") == "False"
+    warned = [line for line in report.stderr.splitlines() if "nothing" in line]
+    assert len(warned) == 1, report.stderr
+    assert "so balance_max_frozen_steps does nothing" in warned[0]
 
 
 @pytest.mark.parametrize(

@@ -98,8 +98,11 @@ def _resolve_scheduler_cls(vllm_config: Any) -> Any:
         ) from None
 
 
-def plan_activation(vllm_config: Any) -> ActivationPlan:
+def plan_activation(vllm_config: Any, quiet: bool = False) -> ActivationPlan:
     """Decide, from a ``VllmConfig``, whether balance scheduling activates.
+    ``quiet``: the caller already read this config (steering it,
+    :mod:`~vllm_ascend_balance.wiring.ascend_steering`), which logged the
+    reading's warnings; they are not logged again.
 
     Raises:
         BalanceConfigError: the setting is malformed, or requested where it
@@ -108,7 +111,7 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             is not a ``Scheduler`` subclass or whose ``schedule()`` does not
             reach the seam, see :func:`unreachable_gate`).
     """
-    setting = read_balance_setting(vllm_config)
+    setting = read_balance_setting(vllm_config, quiet=quiet)
     plan = ActivationPlan(setting.enabled, False, setting)
     if not setting.enabled:
         plan.notes.append(f"{SETTING} is off: vLLM runs untouched")

@@ -138,12 +138,14 @@ def read_user_setting(
         raise BalanceConfigError(switch_typos[0])
     enabled, source = _read_enabled(additional, sched, environ, quiet)
     if not enabled:
-        written = [k for k in options() if k in sched or k in additional]
-        if (written or unknown) and not quiet:
+        ignored = [k for k in options() if k in sched or k in additional]
+        ignored += [u.split(" ", 1)[0] for u in unknown]
+        if ignored and not quiet:
             logger.warning(
-                "balance scheduling is off (%s), so %s do nothing",
+                "balance scheduling is off (%s), so %s %s nothing",
                 source,
-                ", ".join(written + [u.split(" ", 1)[0] for u in unknown]),
+                ", ".join(ignored),
+                "does" if len(ignored) == 1 else "do",
             )
         return BalanceSetting(False, source)
     if unknown:
