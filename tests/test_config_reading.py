@@ -52,7 +52,7 @@ FIELDS = {
 }
 VALID = {
     "balance_max_frozen_steps": st.sampled_from([1, 7, 64]),
-    "balance_max_held_steps": st.sampled_from([1, 16]),
+    "balance_max_held_steps": st.sampled_from([1, 16, 65536]),
     "balance_policy": st.sampled_from(sorted(policies.POLICIES)),
     "balance_stall_warning_s": st.sampled_from([0.5, 60]),
     "balance_collective": st.sampled_from(["all_gather", "all_reduce_max"]),
@@ -61,8 +61,8 @@ VALID = {
     "balance_batching_wait_iters": st.sampled_from([0, 10]),
 }
 INVALID = {
-    "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5]),
-    "balance_max_held_steps": st.sampled_from([0, True, "16"]),
+    "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5, 65537]),
+    "balance_max_held_steps": st.sampled_from([0, True, "16", 10**23]),
     "balance_policy": st.sampled_from(["fair", 1, True, "aligned", "batched"]),
     "balance_stall_warning_s": st.sampled_from([-1, True, "60", float("inf")]),
     "balance_collective": st.sampled_from(["ring", 3, True]),

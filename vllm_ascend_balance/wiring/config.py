@@ -25,7 +25,12 @@ from vllm_ascend_balance.gate.policies import (
     Knob,
     knob_owners,
 )
-from vllm_ascend_balance.gate.settings import COLLECTIVES, DEFAULT_POLICY, GateSettings
+from vllm_ascend_balance.gate.settings import (
+    COLLECTIVES,
+    DEFAULT_POLICY,
+    MAX_BOUND_STEPS,
+    GateSettings,
+)
 
 SWITCH = "enable_balance_scheduling"
 NESTED = "additional_config.scheduler_config"
@@ -113,22 +118,25 @@ def require_bool(value: Any, setting: str) -> bool:
     )
 
 
-def _positive_int(
-    value: Any, where: str, key: str, meaning: str, tail: str
-) -> int | None:
+def _steps(value: Any, where: str, key: str, meaning: str, tail: str) -> int | None:
     if value is None:
         return None
     # bool is an int subclass: true must not read as 1.
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_BOUND_STEPS
+    ):
         raise BalanceConfigError(
-            f"{where}.{key} must be a positive JSON integer ({meaning}), got "
-            f"{shown(value)}: use e.g. {example(key, where)}, or remove the key{tail}"
+            f"{where}.{key} must be a positive JSON integer up to "
+            f"{MAX_BOUND_STEPS} ({meaning}), got {shown(value)}: use e.g. "
+            f"{example(key, where)}, or remove the key{tail}"
         )
     return value
 
 
 def max_frozen_steps(value: Any, where: str) -> int | None:
-    return _positive_int(
+    return _steps(
         value,
         where,
         "balance_max_frozen_steps",
@@ -138,7 +146,7 @@ def max_frozen_steps(value: Any, where: str) -> int | None:
 
 
 def max_held_steps(value: Any, where: str) -> int | None:
-    return _positive_int(
+    return _steps(
         value,
         where,
         "balance_max_held_steps",
