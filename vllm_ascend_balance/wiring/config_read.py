@@ -63,12 +63,23 @@ class BalanceSetting:
         stall_warning_s: ``balance_stall_warning_s``, seconds a gather may
             wait for its peers before the rank warns (and again every as
             many seconds); None = off.
+        written: ``(option key, section)`` for each option the user wrote,
+            the section :data:`~vllm_ascend_balance.wiring.config.NESTED` or
+            :data:`~vllm_ascend_balance.wiring.config.TOP`
+            (:meth:`setting_of`).
     """
 
     enabled: bool
     source: str
     gate: GateSettings = GateSettings()
     stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
+    written: tuple[tuple[str, str], ...] = ()
+
+    def setting_of(self, key: str) -> str:
+        """The full name of option ``key`` where the user wrote it (an option
+        may sit at the top level next to the nested switch); the nested one
+        where it was not written."""
+        return f"{dict(self.written).get(key, NESTED)}.{key}"
 
     @property
     def policy(self) -> str:
@@ -91,6 +102,7 @@ class BalanceSetting:
         :data:`~vllm_ascend_balance.wiring.config.CARRIED_KEY`."""
         body = dataclasses.asdict(self)
         body["gate"]["knobs"] = dict(self.gate.knobs)
+        body["written"] = dict(self.written)
         return body
 
 
@@ -151,13 +163,15 @@ def read_user_setting(
     if unknown:
         raise BalanceConfigError(unknown[0])
     where = TOP if source == LEGACY_SETTING else NESTED
+    written = written_options(additional, sched)
+    sections = {key: at for key, (at, _) in written.items()}
     values = {
         key: READERS[key](value, at) if key in READERS else value
-        for key, (at, value) in written_options(additional, sched).items()
+        for key, (at, value) in written.items()
     }
     stall = values.pop("balance_stall_warning_s", DEFAULT_STALL_WARNING_S)
-    gate = gate_settings(values, where)
-    return BalanceSetting(True, source, gate, stall)
+    gate = gate_settings(values, where, sections)
+    return BalanceSetting(True, source, gate, stall, tuple(sorted(sections.items())))
 
 
 def _read_carried(carried: Any) -> BalanceSetting:
@@ -167,12 +181,16 @@ def _read_carried(carried: Any) -> BalanceSetting:
     fields = {f.name for f in dataclasses.fields(BalanceSetting)}
     gate = carried.get("gate", {}) if isinstance(carried, Mapping) else None
     gate_fields = {f.name for f in dataclasses.fields(GateSettings)}
+    written = carried.get("written", {}) if isinstance(carried, Mapping) else None
     if (
         not isinstance(carried, Mapping)
         or not set(carried) <= fields
         or not isinstance(gate, Mapping)
         or not set(gate) <= gate_fields
         or not isinstance(gate.get("knobs", {}), Mapping)
+        or not isinstance(written, Mapping)
+        or not set(written) <= set(options())
+        or not set(written.values()) <= {NESTED, TOP}
     ):
         raise BalanceConfigError(
             f"{where} is written by vllm-ascend-balance for its engine processes "
@@ -191,6 +209,7 @@ def _read_carried(carried: Any) -> BalanceSetting:
         str(carried.get("source", where)),
         gate_settings(values, where),
         None if stall is None else READERS["balance_stall_warning_s"](stall, where),
+        tuple(sorted(written.items())),
     )
 
 

@@ -102,10 +102,10 @@ def unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
         if not close and not key.startswith("balance_"):
             continue
         hint = (
-            f"did you mean {close[0]}? (e.g. {example(close[0], where)})"
+            f"did you mean {close[0]}? (e.g. {example(close[0])})"
             if close
             else f"the known ones are {', '.join(known)} (e.g. "
-            f"{example('balance_max_frozen_steps', where)})"
+            f"{example('balance_max_frozen_steps')})"
         )
         found.append(f"{where}.{key} is not a balance scheduling setting: {hint}")
     return found
