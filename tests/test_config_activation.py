@@ -48,7 +48,9 @@ from tests.support.balance_configs import (
     vllm_config,
 )
 from tests.support.processes import run_processes
+from vllm_ascend_balance.gate.policies import POLICIES
 from vllm_ascend_balance.gate.scheduler import SEAM, BalanceSchedulerMixin
+from vllm_ascend_balance.gate.settings import MAX_BOUND_STEPS
 from vllm_ascend_balance.wiring import (
     activation,
     activation_plan,
@@ -144,9 +146,12 @@ def test_new_key(value: bool) -> None:
     assert (setting.enabled, setting.source) == (value, SETTING)
 
 
-@pytest.mark.parametrize("value", ["true", "yes", 1, 0, 1.0, [], {}])
+@pytest.mark.parametrize("value", ["true", "yes", 1, 0, 1.0, [], {}, None])
 @pytest.mark.parametrize("key", [SETTING, LEGACY_SETTING])
 def test_non_boolean_is_a_one_line_error(value: Any, key: str) -> None:
+    """null too (docs/operating.md: any value that is not a JSON boolean);
+    read as absent it left balance off without a word. Negative control (by
+    hand): ``_read_enabled`` skipping a null switch accepts it, off."""
     if key == SETTING:
         additional = {"scheduler_config": {"enable_balance_scheduling": value}}
     else:
@@ -507,6 +512,29 @@ def test_link_installed_only_where_balance_is_requested() -> None:
 
 
 @pytest.mark.usefixtures("clean_engine_core")
+@pytest.mark.parametrize(
+    "additional",
+    [
+        {"scheduler_config": {"enable_balance_scheduling": False, "balance_policy": 1}},
+        {"enable_balance_scheduling": False},  # the deprecated form
+    ],
+)
+def test_the_front_end_logs_each_warning_once(
+    additional: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The front-end reads the user's config twice (steering, then the plan
+    of the config created): each warning is logged once (doctor's:
+    test_doctor.py). Negative control (by hand): ``_check_early`` planning
+    without ``quiet=True`` logs each twice."""
+    warned: list[str] = []
+    monkeypatch.setattr(
+        config_read.logger, "warning", lambda msg, *args: warned.append(msg % args)
+    )
+    _create(vllm_config(additional))
+    assert warned and len(warned) == len(set(warned)), warned
+
+
+@pytest.mark.usefixtures("clean_engine_core")
 def test_pickled_target_is_ours() -> None:
     """vLLM starts engines with ``target=EngineCoreProc.run_engine_core``;
     under spawn the target is pickled by qualified name."""
@@ -548,7 +576,7 @@ def _bounded(value: Any) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("value", [1, 2, 64, 10_000])
+@pytest.mark.parametrize("value", [1, 2, 64, 10_000, MAX_BOUND_STEPS])
 def test_max_frozen_steps_accepted(value: int) -> None:
     setting = read_balance_setting(vllm_config(_bounded(value)))
     assert setting.max_frozen_steps == value
@@ -566,7 +594,9 @@ def test_max_frozen_steps_default_is_unbounded(value: Any) -> None:
     assert read_balance_setting(vllm_config(ON)).max_frozen_steps is None
 
 
-@pytest.mark.parametrize("value", [0, -1, -64, 1.5, 2.0, "3", True, False, [], {}])
+@pytest.mark.parametrize(
+    "value", [0, -1, -64, 1.5, 2.0, "3", True, False, [], {}, 65537, 10**23]
+)
 def test_max_frozen_steps_bad_value_is_a_one_line_error(value: Any) -> None:
     cfg = vllm_config(_bounded(value))
     with pytest.raises(BalanceConfigError) as info:
@@ -580,6 +610,25 @@ def test_max_frozen_steps_bad_value_is_a_one_line_error(value: Any) -> None:
     )
     with pytest.raises(BalanceConfigError):
         activation_plan.plan_activation(cfg)
+
+
+@pytest.mark.parametrize("key", ["balance_max_frozen_steps", "balance_max_held_steps"])
+def test_a_bound_beyond_its_range_is_a_one_line_error(key: str) -> None:
+    """Both bounds take 1 to ``MAX_BOUND_STEPS`` (docs/operating.md): a
+    larger N is no bound in practice, and ``99999999999999999999999`` was
+    accepted and printed. Negative control (by hand): ``config._steps``
+    without its upper limit accepts both values below."""
+    edge = {"scheduler_config": {config.SWITCH: True, key: MAX_BOUND_STEPS}}
+    assert activation_plan.plan_activation(vllm_config(edge)).active
+    for value in (MAX_BOUND_STEPS + 1, 10**23):
+        edge["scheduler_config"][key] = value
+        with pytest.raises(BalanceConfigError) as info:
+            read_balance_setting(vllm_config(edge))
+        assert_one_line_error(
+            info.value, f"{config.NESTED}.{key}", f"up to {MAX_BOUND_STEPS}", str(value)
+        )
+    # The longest wait a policy's knob may ask stays reachable under the bound.
+    assert all(k.high <= MAX_BOUND_STEPS for p in POLICIES.values() for k in p.knobs)
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from vllm_ascend_balance.gate.settings import GateSettings
 from vllm_ascend_balance.tools.doctor import cli as doctor
 from vllm_ascend_balance.wiring import (
     activation_plan,
+    ascend_steering,
     composition,
     config,
     config_read,
@@ -52,7 +53,7 @@ FIELDS = {
 }
 VALID = {
     "balance_max_frozen_steps": st.sampled_from([1, 7, 64]),
-    "balance_max_held_steps": st.sampled_from([1, 16]),
+    "balance_max_held_steps": st.sampled_from([1, 16, 65536]),
     "balance_policy": st.sampled_from(sorted(policies.POLICIES)),
     "balance_stall_warning_s": st.sampled_from([0.5, 60]),
     "balance_collective": st.sampled_from(["all_gather", "all_reduce_max"]),
@@ -61,8 +62,8 @@ VALID = {
     "balance_batching_wait_iters": st.sampled_from([0, 10]),
 }
 INVALID = {
-    "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5]),
-    "balance_max_held_steps": st.sampled_from([0, True, "16"]),
+    "balance_max_frozen_steps": st.sampled_from([0, -3, True, "64", 2.5, 65537]),
+    "balance_max_held_steps": st.sampled_from([0, True, "16", 10**23]),
     "balance_policy": st.sampled_from(["fair", 1, True, "aligned", "batched"]),
     "balance_stall_warning_s": st.sampled_from([-1, True, "60", float("inf")]),
     "balance_collective": st.sampled_from(["ring", 3, True]),
@@ -212,9 +213,7 @@ def test_switch_off_with_a_bad_bound_warns_instead_of_refusing(
     additional = {"scheduler_config": {SWITCH: False, "balance_max_frozen_steps": 0}}
     setting = read_user_setting(additional, {})
     assert not setting.enabled
-    assert any("do nothing" in w and "balance_max_frozen_steps" in w for w in warned), (
-        warned
-    )
+    assert any("balance_max_frozen_steps does nothing" in w for w in warned), warned
 
 
 def test_a_typo_of_the_switch_is_refused_even_when_off() -> None:
@@ -224,12 +223,15 @@ def test_a_typo_of_the_switch_is_refused_even_when_off() -> None:
         read_user_setting({"scheduler_config": {"enable_balance_schedulng": True}}, {})
 
 
-@pytest.mark.parametrize("where", [config.NESTED, config.TOP])
-def test_each_example_sets_its_own_key(where: str) -> None:
+def test_each_example_sets_its_own_key() -> None:
+    """Each key's example, in the preferred nested form (docs/install.md)
+    wherever the key was written: a fix never suggests the deprecated
+    top-level switch."""
     for key in OPTIONS:
-        text = config.example(key, where)
+        text = config.example(key)
         body = json.loads(text.split("'")[1])
-        section = body if where == config.TOP else body["scheduler_config"]
+        assert set(body) == {"scheduler_config"}, text
+        section = body["scheduler_config"]
         if key in policies.RETIRED_KEYS:
             # Read only to be refused: no example sets it.
             with pytest.raises(BalanceConfigError, match="retired") as err:
@@ -312,6 +314,63 @@ def test_doctor_shows_the_policy_and_the_held_bound(
     )
     assert "(additional_config.scheduler_config.balance_max_held_steps)" in out
     assert "freeze policy:         queued_leader" in out
+
+
+def test_an_option_at_the_top_level_is_named_where_it_was_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Next to the nested switch an option may sit at the top level: the
+    plan, doctor and the engines (the carried setting) name it there, and a
+    bad value there is refused naming it there, with the fix in the nested
+    form (the preferred one, docs/install.md), not the deprecated top-level
+    switch. Negative controls (by hand): ``setting_of`` naming the nested
+    section whatever ``written`` says fails the doctor line; ``example``
+    building the top-level form for a top-level key fails the fix."""
+    top = {
+        "scheduler_config": {SWITCH: True},
+        "balance_max_frozen_steps": 64,
+        "balance_collective": "all_gather",
+    }
+    setting = read_user_setting(top, {})
+    named = f"{config.TOP}.balance_max_frozen_steps"
+    assert setting.setting_of("balance_max_frozen_steps") == named
+    # Not written: where it would go.
+    assert setting.setting_of("balance_policy") == f"{config.NESTED}.balance_policy"
+    steered = ascend_steering.steer(top, {})
+    assert steered is not None
+    engine = config_read.read_balance_setting(
+        make_vllm_config(
+            data_parallel_size=2, additional_config=steered.additional_config
+        )
+    )
+    assert engine.written == setting.written
+    args = doctor.parse_args(
+        ["--data-parallel-size", "2", "--additional-config", json.dumps(top)]
+    )
+    assert doctor.run(args) == 0
+    out = capsys.readouterr().out
+    assert f"opens for one step ({named})" in out, out
+    assert f"all_gather ({config.TOP}.balance_collective)" in out, out
+    for key in ("balance_max_frozen_steps", "balance_collective"):
+        assert f"{config.NESTED}.{key}" not in out, out
+    for key, bad, policy in (
+        ("balance_max_frozen_steps", "x", None),
+        ("balance_align_window", 0, "throttled"),  # a knob: checked across options
+    ):
+        sched = {SWITCH: True, **({"balance_policy": policy} if policy else {})}
+        with pytest.raises(BalanceConfigError) as err:
+            read_user_setting({"scheduler_config": sched, key: bad}, {})
+        message = str(err.value)
+        assert message.startswith(f"{config.TOP}.{key} must be"), message
+        fix = message.split("e.g. ", 1)[1]
+        assert fix.startswith(config.example(key)), message
+        assert fix.startswith("""--additional-config '{"scheduler_config": """)
+    # A carried setting naming a section that is none is hand-written: refused.
+    forged = {"enabled": True, "written": {"balance_max_frozen_steps": "elsewhere"}}
+    with pytest.raises(BalanceConfigError, match="must not be set by hand"):
+        config_read.read_balance_setting(
+            make_vllm_config(additional_config={config.CARRIED_KEY: forged})
+        )
 
 
 def test_an_unknown_policy_is_refused_in_one_line() -> None:

@@ -22,7 +22,7 @@ from tests.support.doctor_runs import run_doctor_cases
 from tests.support.lanes import current_lane
 from tests.support.series_tool import series
 from vllm_ascend_balance.tools.doctor import vllm_install
-from vllm_ascend_balance.wiring.config import SETTING
+from vllm_ascend_balance.wiring.config import SETTING, SWITCH
 
 # why: vLLM's serve parser and config decide most cases (PACKAGE_ONLY: release)
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
@@ -36,6 +36,12 @@ CASES = {
     "enabled": ["MODEL", "--additional-config", ON, *DP, "--max-num-seqs", "64"],
     "default-dp": ["--additional-config", ON],
     "off": [],
+    "off-with-bound": [
+        "--additional-config",
+        json.dumps(
+            {"scheduler_config": {SWITCH: False, "balance_max_frozen_steps": 64}}
+        ),
+    ],
     "non-boolean": [
         "--additional-config",
         json.dumps({"scheduler_config": {"enable_balance_scheduling": "yes"}}),
@@ -50,6 +56,15 @@ CASES = {
     "dp1": ["--additional-config", ON, "--data-parallel-size", "1"],
     "dense": ["--additional-config", ON, *DP, "--dense"],
     "unknown-flag": ["--additional-config", ON, "--no-such-vllm-flag", "1"],
+    # Parsed by vLLM's parser, refused by its SchedulerConfig at start-up.
+    "zero-max-num-seqs": [
+        "MODEL",
+        "--additional-config",
+        ON,
+        *DP,
+        "--max-num-seqs",
+        "0",
+    ],
     "bad-json": ["--additional-config", '{"scheduler_config": '],
     "no-such-scheduler": [
         "--additional-config",
@@ -63,7 +78,7 @@ CASES = {
 # Cases whose verdict is this package's alone (its own flags and value
 # checks): the release lane runs them; the others go through vLLM's parser
 # and config, so every lane does.
-PACKAGE_ONLY = {"non-boolean", "dp1", "dense"}
+PACKAGE_ONLY = {"non-boolean", "dp1", "dense", "off-with-bound"}
 RELEASE_ONLY = pytest.mark.lane_scope("release")
 
 
@@ -156,6 +171,21 @@ def test_off_would_not_activate(reports: dict[str, Report]) -> None:
     assert report.field("would activate") == "False"
 
 
+@RELEASE_ONLY
+def test_off_warns_once_that_the_options_do_nothing(
+    reports: dict[str, Report],
+) -> None:
+    """Doctor steers the config, then plans it: two reads, one warning.
+    Negative control (by hand): ``run`` planning without ``quiet=True``
+    logs it twice."""
+    report = reports["off-with-bound"]
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert report.field("would activate") == "False"
+    warned = [line for line in report.stderr.splitlines() if "nothing" in line]
+    assert len(warned) == 1, report.stderr
+    assert "so balance_max_frozen_steps does nothing" in warned[0]
+
+
 @pytest.mark.parametrize(
     ("case", "needles"),
     [
@@ -224,6 +254,27 @@ def test_an_argument_vllm_serve_refuses_is_refused_as_vllm_does(reports) -> None
         pytest.skip("vLLM's serve parser cannot be built on this install")
     assert report.returncode == 2, report.stdout + report.stderr
     assert "unrecognized arguments: --no-such-vllm-flag" in report.stderr
+    assert "would activate:" not in report.stdout
+    assert "Traceback" not in report.stderr
+
+
+def test_a_value_vllms_config_refuses_is_refused_as_vllm_serve_would(
+    reports: dict[str, Report],
+) -> None:
+    """``--max-num-seqs 0`` passes vLLM's parser but not its
+    ``SchedulerConfig`` (``vllm serve`` fails at start-up): doctor refuses it
+    as it refuses an argument the parser does (exit 2), in one line naming the
+    flag, vLLM's rule and a valid value. Negative control (by hand): without
+    ``_scheduler_config_refusal`` in ``parse_serve_args`` the case exits 0
+    with "would activate: True"."""
+    report = reports["zero-max-num-seqs"]
+    if "cannot build `vllm serve`'s argument parser" in report.stdout:
+        pytest.skip("vLLM's serve parser cannot be built on this install")
+    assert report.returncode == 2, report.stdout + report.stderr
+    errors = [line for line in report.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1, report.stderr
+    for needle in ("--max-num-seqs", "greater than or equal to 1", "got 0", "e.g."):
+        assert needle in errors[0], (needle, errors[0])
     assert "would activate:" not in report.stdout
     assert "Traceback" not in report.stderr
 

@@ -20,6 +20,14 @@ DEFAULT_POLICY = "leader_at_cap"
 #: log-depth exchange of its combined values
 #: (:mod:`~vllm_ascend_balance.gate.collectives`).
 COLLECTIVES = ("all_gather", "all_reduce_max")
+#: The largest ``max_frozen_steps`` and ``max_held_steps``, in steps. The
+#: bounds are compared with step counters in Python; only ``hold_age`` (at
+#: most the hold bound) travels in the int64 exchange, far below its limit.
+#: So the limit is operational: the longest wait a policy's knob may ask
+#: (``adp_balance``'s ``balance_timeout_iters``) stays reachable under the
+#: hold bound, while a larger N (over 10 minutes at 10 ms a step) would be
+#: no bound at all in practice.
+MAX_BOUND_STEPS = 65536
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,8 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
             _check_additional_config(self)
             ascend_steering.steer_engine_args(self, os.environ)
             vllm_config = create_engine_config(self, *args, **kwargs)
-            plan = plan_activation(vllm_config)
+            # Steering read the user's config and logged its warnings: once.
+            plan = plan_activation(vllm_config, quiet=True)
         except BalanceConfigError:
             _print_config_errors_in_one_line()
             raise

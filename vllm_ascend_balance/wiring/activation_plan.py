@@ -19,15 +19,7 @@ from vllm_ascend_balance.gate.collectives import natural_collective
 from vllm_ascend_balance.gate.scheduler import SEAM
 from vllm_ascend_balance.gate.settings import DEFAULT_POLICY
 from vllm_ascend_balance.wiring import ascend_steering
-from vllm_ascend_balance.wiring.config import (
-    COLLECTIVE_SETTING,
-    MAX_FROZEN_SETTING,
-    MAX_HELD_SETTING,
-    POLICY_SETTING,
-    SETTING,
-    STALL_SETTING,
-    BalanceConfigError,
-)
+from vllm_ascend_balance.wiring.config import SETTING, BalanceConfigError
 from vllm_ascend_balance.wiring.config_read import BalanceSetting, read_balance_setting
 from vllm_ascend_balance.wiring.reach import can_throttle, has_seam, unreachable_gate
 
@@ -98,8 +90,11 @@ def _resolve_scheduler_cls(vllm_config: Any) -> Any:
         ) from None
 
 
-def plan_activation(vllm_config: Any) -> ActivationPlan:
+def plan_activation(vllm_config: Any, quiet: bool = False) -> ActivationPlan:
     """Decide, from a ``VllmConfig``, whether balance scheduling activates.
+    ``quiet``: the caller already read this config (steering it,
+    :mod:`~vllm_ascend_balance.wiring.ascend_steering`), which logged the
+    reading's warnings; they are not logged again.
 
     Raises:
         BalanceConfigError: the setting is malformed, or requested where it
@@ -108,7 +103,7 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             is not a ``Scheduler`` subclass or whose ``schedule()`` does not
             reach the seam, see :func:`unreachable_gate`).
     """
-    setting = read_balance_setting(vllm_config)
+    setting = read_balance_setting(vllm_config, quiet=quiet)
     plan = ActivationPlan(setting.enabled, False, setting)
     if not setting.enabled:
         plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
@@ -159,13 +154,15 @@ def plan_activation(vllm_config: Any) -> ActivationPlan:
             plan.notes.append(
                 f"chunks in flight are not held: {base.__qualname__}.schedule() "
                 f"of the installed vLLM takes no throttle_prefills (vLLM 0.27 "
-                f"or later does); only admission waits ({POLICY_SETTING})"
+                f"or later does); only admission waits "
+                f"({setting.setting_of('balance_policy')})"
             )
     stall = setting.stall_warning_s
     plan.notes.append(
         "stall warning off"
         if stall is None
-        else f"stall warning after {stall:g} s in a gather ({STALL_SETTING})"
+        else f"stall warning after {stall:g} s in a gather "
+        f"({setting.setting_of('balance_stall_warning_s')})"
     )
     plan.notes.append(
         f"gate on {base.__name__} (its schedule() reaches Scheduler.{SEAM}), "
@@ -184,7 +181,11 @@ def gate_lines(setting: BalanceSetting) -> list[str]:
     lines = [
         f"policy {policy.name}: {policy.summary}"
         + (f" ({knobs})" if knobs else "")
-        + (f" ({POLICY_SETTING})" if policy.name != DEFAULT_POLICY else "")
+        + (
+            f" ({setting.setting_of('balance_policy')})"
+            if policy.name != DEFAULT_POLICY
+            else ""
+        )
     ]
     held, frozen = resolved.max_held_steps, resolved.max_frozen_steps
     if held is not None:
@@ -192,13 +193,17 @@ def gate_lines(setting: BalanceSetting) -> list[str]:
         lines.append(
             f"holds bounded: no request is held more than {held} steps before "
             f"its prefill completes ("
-            + (MAX_HELD_SETTING if given else f"the {policy.name} default")
+            + (
+                setting.setting_of("balance_max_held_steps")
+                if given
+                else f"the {policy.name} default"
+            )
             + ")"
         )
     elif frozen is not None:
         lines.append(
             f"freeze bounded: after {frozen} consecutive frozen steps the gate "
-            f"opens for one step ({MAX_FROZEN_SETTING})"
+            f"opens for one step ({setting.setting_of('balance_max_frozen_steps')})"
         )
     else:
         lines.append(
@@ -207,7 +212,11 @@ def gate_lines(setting: BalanceSetting) -> list[str]:
     collective = setting.gate.collective or natural_collective(policy.collective)
     lines.append(
         f"exchange {collective}"
-        + (f" ({COLLECTIVE_SETTING})" if setting.gate.collective else "")
+        + (
+            f" ({setting.setting_of('balance_collective')})"
+            if setting.gate.collective
+            else ""
+        )
     )
     return lines
 

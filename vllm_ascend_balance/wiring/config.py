@@ -25,7 +25,12 @@ from vllm_ascend_balance.gate.policies import (
     Knob,
     knob_owners,
 )
-from vllm_ascend_balance.gate.settings import COLLECTIVES, DEFAULT_POLICY, GateSettings
+from vllm_ascend_balance.gate.settings import (
+    COLLECTIVES,
+    DEFAULT_POLICY,
+    MAX_BOUND_STEPS,
+    GateSettings,
+)
 
 SWITCH = "enable_balance_scheduling"
 NESTED = "additional_config.scheduler_config"
@@ -72,18 +77,18 @@ def options() -> dict[str, Any]:
 OPTIONS = options()
 
 
-def example(key: str = SWITCH, where: str = NESTED, value: Any = None) -> str:
+def example(key: str = SWITCH, value: Any = None) -> str:
     """A ``--additional-config`` argument that sets ``key`` (to ``value`` or
     its example value; with the switch on, a knob with its policy) in the
-    section ``where`` (:data:`NESTED` or :data:`TOP`)."""
+    nested section, the preferred form (docs/install.md), wherever the user
+    wrote the key: a fix never suggests the deprecated top-level switch."""
     section: dict[str, Any] = {SWITCH: True}
     owners = knob_owners(key)
     if owners:
         section["balance_policy"] = owners[0]
     if key != SWITCH:
         section[key] = options()[key] if value is None else value
-    body = section if where == TOP else {"scheduler_config": section}
-    return f"--additional-config '{json.dumps(body)}'"
+    return f"--additional-config '{json.dumps({'scheduler_config': section})}'"
 
 
 ENABLE_EXAMPLE = example()
@@ -103,28 +108,6 @@ def shown(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
-    """One-line refusals for keys of ``section`` that look like balance
-    settings but are not: unknown ``balance_*`` keys, and keys one typo away
-    from a known one (which would leave it at its default)."""
-    found = []
-    known = (SWITCH, *options())
-    for key in section:
-        if not isinstance(key, str) or key in known:
-            continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
-        if not close and not key.startswith("balance_"):
-            continue
-        hint = (
-            f"did you mean {close[0]}? (e.g. {example(close[0], where)})"
-            if close
-            else f"the known ones are {', '.join(known)} (e.g. "
-            f"{example('balance_max_frozen_steps', where)})"
-        )
-        found.append(f"{where}.{key} is not a balance scheduling setting: {hint}")
-    return found
-
-
 def require_bool(value: Any, setting: str) -> bool:
     """``value`` if it is a JSON boolean, else a refusal naming ``setting``."""
     if isinstance(value, bool):
@@ -135,22 +118,25 @@ def require_bool(value: Any, setting: str) -> bool:
     )
 
 
-def _positive_int(
-    value: Any, where: str, key: str, meaning: str, tail: str
-) -> int | None:
+def _steps(value: Any, where: str, key: str, meaning: str, tail: str) -> int | None:
     if value is None:
         return None
     # bool is an int subclass: true must not read as 1.
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_BOUND_STEPS
+    ):
         raise BalanceConfigError(
-            f"{where}.{key} must be a positive JSON integer ({meaning}), got "
-            f"{shown(value)}: use e.g. {example(key, where)}, or remove the key{tail}"
+            f"{where}.{key} must be a positive JSON integer up to "
+            f"{MAX_BOUND_STEPS} ({meaning}), got {shown(value)}: use e.g. "
+            f"{example(key)}, or remove the key{tail}"
         )
     return value
 
 
 def max_frozen_steps(value: Any, where: str) -> int | None:
-    return _positive_int(
+    return _steps(
         value,
         where,
         "balance_max_frozen_steps",
@@ -160,7 +146,7 @@ def max_frozen_steps(value: Any, where: str) -> int | None:
 
 
 def max_held_steps(value: Any, where: str) -> int | None:
-    return _positive_int(
+    return _steps(
         value,
         where,
         "balance_max_held_steps",
@@ -183,7 +169,7 @@ def stall_warning_s(value: Any, where: str) -> float | None:
             f"{where}.balance_stall_warning_s must be a positive JSON number of "
             f"seconds (a gather waiting that long for its DP peers logs a "
             f"warning), or 0 to turn the warning off, got {shown(value)}: use "
-            f"e.g. {example('balance_stall_warning_s', where)}"
+            f"e.g. {example('balance_stall_warning_s')}"
         )
     return float(value) if value > 0 else None
 
@@ -195,7 +181,7 @@ def collective(value: Any, where: str) -> str | None:
         raise BalanceConfigError(
             f"{where}.balance_collective must be one of "
             f"{', '.join(shown(c) for c in COLLECTIVES)}, got {shown(value)}: "
-            f"use e.g. {example('balance_collective', where)}, or remove the key "
+            f"use e.g. {example('balance_collective')}, or remove the key "
             f"for the policy's own"
         )
     return str(value)
@@ -208,7 +194,7 @@ def policy(value: Any, where: str) -> str:
         instead = RETIRED[value]
         raise BalanceConfigError(
             f"{where}.balance_policy {shown(value)} was retired: use "
-            f"{shown(instead)} (e.g. {example('balance_policy', where, instead)}), "
+            f"{shown(instead)} (e.g. {example('balance_policy', instead)}), "
             f"or remove the key for the contract ({DEFAULT_POLICY})"
         )
     if value not in POLICIES:
@@ -221,7 +207,7 @@ def policy(value: Any, where: str) -> str:
         raise BalanceConfigError(
             f"{where}.balance_policy must be one of "
             f"{', '.join(shown(p) for p in POLICIES)}, got {shown(value)}: "
-            f"{hint}use e.g. {example('balance_policy', where)}, or remove the "
+            f"{hint}use e.g. {example('balance_policy')}, or remove the "
             f"key for the contract ({DEFAULT_POLICY})"
         )
     return str(value)
@@ -241,17 +227,20 @@ def knob(spec: Knob, value: Any, where: str) -> int | float:
         raise BalanceConfigError(
             f"{where}.{spec.key} must be a JSON {kind} from {spec.low:g} to "
             f"{spec.high:g} ({spec.doc}), got {shown(value)}: use e.g. "
-            f"{example(spec.key, where)}, or remove the key for its default "
+            f"{example(spec.key)}, or remove the key for its default "
             f"{spec.default:g}"
         )
     return spec.kind(value)
 
 
-def gate_settings(values: Mapping[str, Any], where: str) -> GateSettings:
+def gate_settings(
+    values: Mapping[str, Any], where: str, sections: Mapping[str, str] | None = None
+) -> GateSettings:
     """The gate's settings from the options read (``values``: key -> value,
-    the gate's options already checked), with the checks across options:
-    one bound at most, no retired key, no knob the policy does not read;
-    the policy's knobs checked by their declarations.
+    the gate's options already checked; ``sections``: key -> the section it
+    was written in, ``where`` for a key not in it), with the checks across
+    options: one bound at most, no retired key, no knob the policy does not
+    read; the policy's knobs checked by their declarations.
 
     Raises:
         BalanceConfigError: one line naming the key and the fix.
@@ -268,9 +257,10 @@ def gate_settings(values: Mapping[str, Any], where: str) -> GateSettings:
     spec = POLICIES[name]
     knobs = []
     for key, value in values.items():
+        at = (sections or {}).get(key, where)
         if key in RETIRED_KEYS:
             raise BalanceConfigError(
-                f"{where}.{key} went with the retired balance_policy "
+                f"{at}.{key} went with the retired balance_policy "
                 f"{shown(RETIRED_KEYS[key])}: remove the key (its replacement, "
                 f"{shown(RETIRED[RETIRED_KEYS[key]])}, has no such setting)"
             )
@@ -281,11 +271,11 @@ def gate_settings(values: Mapping[str, Any], where: str) -> GateSettings:
         if own is None:
             names = " and ".join(shown(o) for o in owners)
             raise BalanceConfigError(
-                f"{where}.{key} is read by balance_policy {names} only, but "
+                f"{at}.{key} is read by balance_policy {names} only, but "
                 f"the policy is {shown(name)}: use e.g. {example(key)}, or "
                 f"remove the key"
             )
-        knobs.append((key, knob(own, value, where)))
+        knobs.append((key, knob(own, value, at)))
     collective = values.get("balance_collective")
     return GateSettings(name, tuple(knobs), frozen, held, collective)
 

@@ -32,12 +32,16 @@ from vllm_ascend_balance.wiring.config import (
     SWITCH,
     TOP,
     BalanceConfigError,
-    example,
     gate_settings,
     options,
     require_bool,
     shown,
+)
+from vllm_ascend_balance.wiring.config_sections import (
+    misplaced_section,
+    scheduler_section,
     unknown_keys,
+    written_options,
 )
 
 logger = init_logger(__name__)
@@ -59,12 +63,23 @@ class BalanceSetting:
         stall_warning_s: ``balance_stall_warning_s``, seconds a gather may
             wait for its peers before the rank warns (and again every as
             many seconds); None = off.
+        written: ``(option key, section)`` for each option the user wrote,
+            the section :data:`~vllm_ascend_balance.wiring.config.NESTED` or
+            :data:`~vllm_ascend_balance.wiring.config.TOP`
+            (:meth:`setting_of`).
     """
 
     enabled: bool
     source: str
     gate: GateSettings = GateSettings()
     stall_warning_s: float | None = DEFAULT_STALL_WARNING_S
+    written: tuple[tuple[str, str], ...] = ()
+
+    def setting_of(self, key: str) -> str:
+        """The full name of option ``key`` where the user wrote it (an option
+        may sit at the top level next to the nested switch); the nested one
+        where it was not written."""
+        return f"{dict(self.written).get(key, NESTED)}.{key}"
 
     @property
     def policy(self) -> str:
@@ -87,6 +102,7 @@ class BalanceSetting:
         :data:`~vllm_ascend_balance.wiring.config.CARRIED_KEY`."""
         body = dataclasses.asdict(self)
         body["gate"]["knobs"] = dict(self.gate.knobs)
+        body["written"] = dict(self.written)
         return body
 
 
@@ -124,8 +140,8 @@ def read_user_setting(
 ) -> BalanceSetting:
     """:func:`read_balance_setting` of an ``additional_config`` as the user
     wrote it (no carried setting)."""
-    sched = _scheduler_section(additional)
-    misplaced = _misplaced_section(additional)
+    sched = scheduler_section(additional)
+    misplaced = misplaced_section(additional)
     if misplaced:
         raise BalanceConfigError(misplaced)
     unknown = unknown_keys(sched, NESTED) + unknown_keys(additional, TOP)
@@ -134,24 +150,28 @@ def read_user_setting(
         raise BalanceConfigError(switch_typos[0])
     enabled, source = _read_enabled(additional, sched, environ, quiet)
     if not enabled:
-        written = [k for k in options() if k in sched or k in additional]
-        if (written or unknown) and not quiet:
+        ignored = [k for k in options() if k in sched or k in additional]
+        ignored += [u.split(" ", 1)[0] for u in unknown]
+        if ignored and not quiet:
             logger.warning(
-                "balance scheduling is off (%s), so %s do nothing",
+                "balance scheduling is off (%s), so %s %s nothing",
                 source,
-                ", ".join(written + [u.split(" ", 1)[0] for u in unknown]),
+                ", ".join(ignored),
+                "does" if len(ignored) == 1 else "do",
             )
         return BalanceSetting(False, source)
     if unknown:
         raise BalanceConfigError(unknown[0])
     where = TOP if source == LEGACY_SETTING else NESTED
+    written = written_options(additional, sched)
+    sections = {key: at for key, (at, _) in written.items()}
     values = {
         key: READERS[key](value, at) if key in READERS else value
-        for key, (at, value) in _options(additional, sched).items()
+        for key, (at, value) in written.items()
     }
     stall = values.pop("balance_stall_warning_s", DEFAULT_STALL_WARNING_S)
-    gate = gate_settings(values, where)
-    return BalanceSetting(True, source, gate, stall)
+    gate = gate_settings(values, where, sections)
+    return BalanceSetting(True, source, gate, stall, tuple(sorted(sections.items())))
 
 
 def _read_carried(carried: Any) -> BalanceSetting:
@@ -161,12 +181,16 @@ def _read_carried(carried: Any) -> BalanceSetting:
     fields = {f.name for f in dataclasses.fields(BalanceSetting)}
     gate = carried.get("gate", {}) if isinstance(carried, Mapping) else None
     gate_fields = {f.name for f in dataclasses.fields(GateSettings)}
+    written = carried.get("written", {}) if isinstance(carried, Mapping) else None
     if (
         not isinstance(carried, Mapping)
         or not set(carried) <= fields
         or not isinstance(gate, Mapping)
         or not set(gate) <= gate_fields
         or not isinstance(gate.get("knobs", {}), Mapping)
+        or not isinstance(written, Mapping)
+        or not set(written) <= set(options())
+        or not set(written.values()) <= {NESTED, TOP}
     ):
         raise BalanceConfigError(
             f"{where} is written by vllm-ascend-balance for its engine processes "
@@ -185,6 +209,7 @@ def _read_carried(carried: Any) -> BalanceSetting:
         str(carried.get("source", where)),
         gate_settings(values, where),
         None if stall is None else READERS["balance_stall_warning_s"](stall, where),
+        tuple(sorted(written.items())),
     )
 
 
@@ -192,59 +217,6 @@ def read_stall_warning_s(vllm_config: Any) -> float | None:
     """``balance_stall_warning_s`` of ``vllm_config`` in seconds, None = off:
     :func:`read_balance_setting`'s, without repeating its warnings."""
     return read_balance_setting(vllm_config, quiet=True).stall_warning_s
-
-
-def _misplaced_section(additional: Mapping[str, Any]) -> str | None:
-    """A one-line refusal for a top-level object other than
-    ``scheduler_config`` holding balance keys (``"scheduler_confg"``), or
-    None; other plugins' top-level objects are not looked at."""
-    for key, value in additional.items():
-        if key in ("scheduler_config", CARRIED_KEY) or not isinstance(value, Mapping):
-            continue
-        ours = [
-            k
-            for k in value
-            if isinstance(k, str) and (k == SWITCH or k.startswith("balance_"))
-        ]
-        if ours:
-            return (
-                f"{TOP}.{key} holds balance scheduling settings ({', '.join(ours)}) "
-                f'but they are read only under "scheduler_config": move them '
-                f"there (e.g. {ENABLE_EXAMPLE})"
-            )
-    return None
-
-
-def _options(
-    additional: Mapping[str, Any], sched: Mapping[str, Any]
-) -> dict[str, tuple[str, Any]]:
-    """The options written, each with its section; one written in both
-    sections is refused."""
-    found: dict[str, tuple[str, Any]] = {}
-    for key in options():
-        places = [
-            (w, s[key]) for w, s in ((NESTED, sched), (TOP, additional)) if key in s
-        ]
-        if len(places) > 1:
-            raise BalanceConfigError(
-                f"{key} is set both in {NESTED} and at the top level of {TOP}: "
-                f"keep one, next to the switch you use (e.g. {example(key)})"
-            )
-        if places:
-            found[key] = places[0]
-    return found
-
-
-def _scheduler_section(additional: Mapping[str, Any]) -> Mapping[str, Any]:
-    sched = additional.get("scheduler_config", {})
-    if sched is None:
-        return {}
-    if not isinstance(sched, Mapping):
-        raise BalanceConfigError(
-            f"{NESTED} must be a JSON object, got {shown(sched)}: use e.g. "
-            f"{ENABLE_EXAMPLE}"
-        )
-    return sched
 
 
 def _read_env(environ: Mapping[str, str]) -> bool | None:
@@ -269,9 +241,11 @@ def _read_enabled(
     """(enabled, source) by vllm-ascend's precedence: nested key, legacy key,
     environment variable."""
     forms: list[tuple[str, bool]] = []
-    if sched.get(SWITCH) is not None:
+    # null too is refused (docs/operating.md): read as absent, it would leave
+    # balance off without a word where the user meant to say something.
+    if SWITCH in sched:
         forms.append((SETTING, require_bool(sched[SWITCH], SETTING)))
-    if additional.get(SWITCH) is not None:
+    if SWITCH in additional:
         forms.append((LEGACY_SETTING, require_bool(additional[SWITCH], LEGACY_SETTING)))
     from_env = _read_env(environ)
     if from_env is not None:

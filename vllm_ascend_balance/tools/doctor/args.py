@@ -12,6 +12,7 @@ built at run time), so ``--help`` and the demo's argument checks stay fast.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import textwrap
 from types import SimpleNamespace
 
@@ -56,7 +57,8 @@ EPILOG = textwrap.dedent(
          see "would activate" and its notes)
       1  balance is requested but cannot work ("verdict: cannot work: ..."
          names the setting and the fix), or vLLM is not installed
-      2  an argument `vllm serve` would refuse (vLLM's own error message)
+      2  an argument `vllm serve` would refuse (vLLM's own error message),
+         its parser or, at start-up, its SchedulerConfig (--max-num-seqs 0)
 
     environment:
       VLLM_ASCEND_BALANCE_SCHEDULING=1  the deprecated switch, read as the
@@ -102,7 +104,9 @@ def parse_serve_args(serve_args: list[str]) -> argparse.Namespace:
     ``serve`` subcommand (``ServeSubcommand.subparser_init`` in
     ``vllm/entrypoints/cli/serve.py``; a positional ``MODEL`` is its
     ``model_tag``), so every flag, default and refusal is the installed
-    vLLM's. Exits 2 with vLLM's message on an argument it refuses.
+    vLLM's. Exits 2 with vLLM's message on an argument it refuses, and on a
+    value vLLM's ``SchedulerConfig`` refuses when ``vllm serve`` starts
+    (``--max-num-seqs 0``).
 
     Where vLLM cannot build that parser (an empty-target build with no
     platform plugin: ``vllm serve --help`` fails the same way), only the
@@ -139,7 +143,49 @@ def parse_serve_args(serve_args: list[str]) -> argparse.Namespace:
             f"argument --data-parallel-size: must be >= 1, got "
             f"{namespace.data_parallel_size}"
         )
+    refused = _scheduler_config_refusal(namespace)
+    if refused:
+        parser.error(refused)
     return namespace
+
+
+def _scheduler_config_refusal(namespace: argparse.Namespace) -> str | None:
+    """vLLM's own refusal of a ``SchedulerConfig`` field among ``namespace``'s
+    arguments (``--max-num-seqs 0``: ``vllm serve`` parses it, then fails at
+    start-up building its ``SchedulerConfig``), one line, or None. Each given
+    field runs through vLLM's validator (``validate_assignment`` on a config
+    with vLLM's defaults: the field's declared constraints and validators, not
+    a copy of them); the checks across fields that depend on the model
+    (``max_model_len``) or on the platform's defaults are not judged here."""
+    import pydantic
+    from vllm.config import SchedulerConfig
+
+    config = SchedulerConfig(max_model_len=8192, is_encoder_decoder=False)
+    # A pydantic dataclass's validator (vLLM's @config), undeclared for mypy.
+    validator = SchedulerConfig.__pydantic_validator__  # type: ignore[attr-defined]
+    for field in dataclasses.fields(SchedulerConfig):
+        value = getattr(namespace, field.name, None)
+        if value is None:  # not given: vLLM fills it in, valid by its making
+            continue
+        try:
+            validator.validate_assignment(config, field.name, value)
+        except pydantic.ValidationError as exc:
+            # vLLM names each flag after its field (EngineArgs.add_cli_args).
+            flag = "--" + field.name.replace("_", "-")
+            default = getattr(config, field.name, None)  # unchanged: refused
+            example = (
+                f"e.g. {flag} {default}, or "
+                if isinstance(default, (int, float, str))
+                and not isinstance(default, bool)
+                else ""
+            )
+            return (
+                f"argument {flag}: {exc.errors()[0]['msg']} (vLLM's "
+                f"SchedulerConfig.{field.name}, checked when `vllm serve` "
+                f"starts), got {value!r}: use {example}leave it out for "
+                f"vLLM's default"
+            )
+    return None
 
 
 def _serve_parser() -> argparse.ArgumentParser:

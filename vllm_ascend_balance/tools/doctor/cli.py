@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         view = config_view(args)
         # What the front-end hands vLLM: vllm-ascend sees balance off.
         ascend_steering.steer_vllm_config(view, dict(os.environ))
-        plan = plan_activation(view)
+        # Steering read the user's config and logged its warnings: once.
+        plan = plan_activation(view, quiet=True)
         built = (
             engine_scheduler_class(plan, args.serve)
             if plan.scheduler_cls is not None
