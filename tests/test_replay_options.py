@@ -96,6 +96,14 @@ def test_values_are_typed_and_nested_cost_model_is_filled():
         ),
         (["--mode", "on+sglang-delayer"], "a peer policy runs alone"),
         (
+            ["--mode", "off,on+max-held:65537"],
+            "max-held:N takes N from 1 to 65536, as the balance setting does",
+        ),
+        (
+            ["--balance-max-frozen-steps", "65537"],
+            "--balance-max-frozen-steps must be <= 65536, got 65537",
+        ),
+        (
             ["--mode", "off,on+max-held:64", "--balance-max-frozen-steps", "64"],
             "--balance-max-frozen-steps 64: no mode of --mode off,on\\+max-held:64 "
             "takes it .* e.g. on\\+max-frozen:64",

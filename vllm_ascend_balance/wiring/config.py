@@ -55,8 +55,6 @@ GATE_OPTIONS: dict[str, Any] = {
     "balance_collective": "all_reduce_max",
 }
 MAX_FROZEN_SETTING = f"{NESTED}.balance_max_frozen_steps"
-MAX_HELD_SETTING = f"{NESTED}.balance_max_held_steps"
-POLICY_SETTING = f"{NESTED}.balance_policy"
 STALL_SETTING = f"{NESTED}.balance_stall_warning_s"
 COLLECTIVE_SETTING = f"{NESTED}.balance_collective"
 

@@ -31,6 +31,7 @@ def option(
     choices: tuple[str, ...] | None = None,
     ge: float | None = None,
     gt: float | None = None,
+    le: float | None = None,
     group: str = "",
     hidden: bool = False,
 ) -> Any:
@@ -41,8 +42,8 @@ def option(
         help: the ``--help`` text.
         metavar: the placeholder shown in ``--help``.
         choices: allowed values (strings).
-        ge: inclusive lower bound (numbers); ``gt``: exclusive one. Float
-            options must also be finite.
+        ge: inclusive lower bound (numbers); ``gt``: exclusive one; ``le``:
+            inclusive upper bound. Float options must also be finite.
         group: the ``--help`` section (the dataclass's default section when
             empty).
         hidden: not shown in ``--help`` (test hooks).
@@ -55,6 +56,7 @@ def option(
             "choices": choices,
             "ge": ge,
             "gt": gt,
+            "le": le,
             "group": group,
             "hidden": hidden,
         },
@@ -87,6 +89,9 @@ def check_bounds(obj: Any) -> None:
             raise ValueError(f"{flag(f.name)} must be {finite}>= {ge:g}, got {value}")
         if gt is not None and not value > gt:
             raise ValueError(f"{flag(f.name)} must be {finite}> {gt:g}, got {value}")
+        le = f.metadata.get("le")
+        if le is not None and not value <= le:
+            raise ValueError(f"{flag(f.name)} must be {finite}<= {le:g}, got {value}")
 
 
 class HelpFormatter(

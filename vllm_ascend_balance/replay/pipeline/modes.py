@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_ascend_balance.gate.policies import POLICIES, RETIRED, Policy
+from vllm_ascend_balance.gate.settings import MAX_BOUND_STEPS
 from vllm_ascend_balance.logger import init_logger
 
 logger = init_logger(__name__)
@@ -218,6 +219,11 @@ def _one(text: str) -> Mode:
             if not value.isdigit() or int(value) < 1:
                 raise ModeError(
                     f"--mode {text}: {name}:N needs an integer N >= 1, got {value!r}"
+                )
+            if name != "interval" and int(value) > MAX_BOUND_STEPS:
+                raise ModeError(
+                    f"--mode {text}: {name}:N takes N from 1 to "
+                    f"{MAX_BOUND_STEPS}, as the balance setting does, got {value}"
                 )
             numbers[name] = int(value)
         else:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_ascend_balance.gate.policies import POLICIES
+from vllm_ascend_balance.gate.settings import MAX_BOUND_STEPS
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.pipeline.cost import CostModel
 from vllm_ascend_balance.replay.pipeline.fields import (
@@ -156,7 +157,7 @@ class ReplayOptions:
         "max-frozen in the mode, no policy default): pass "
         "scheduler_config.balance_max_frozen_steps N (bounded freeze) to the "
         "engines; refused if no mode takes it",
-        metavar="N", ge=1, group=_DEP,
+        metavar="N", ge=1, le=MAX_BOUND_STEPS, group=_DEP,
     )  # fmt: skip
     engine: str = option(
         "asyncllm",
