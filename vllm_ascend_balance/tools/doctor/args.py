@@ -160,9 +160,14 @@ def _scheduler_config_refusal(namespace: argparse.Namespace) -> str | None:
     import pydantic
     from vllm.config import SchedulerConfig
 
-    config = SchedulerConfig(max_model_len=8192, is_encoder_decoder=False)
-    # A pydantic dataclass's validator (vLLM's @config), undeclared for mypy.
-    validator = SchedulerConfig.__pydantic_validator__  # type: ignore[attr-defined]
+    try:
+        config = SchedulerConfig(max_model_len=8192, is_encoder_decoder=False)
+        # A pydantic dataclass's validator (vLLM's @config), undeclared for mypy.
+        validator = SchedulerConfig.__pydantic_validator__  # type: ignore[attr-defined]
+    except (TypeError, AttributeError, pydantic.ValidationError):
+        # A release whose SchedulerConfig is built otherwise: its start-up
+        # judges the values, as it did before doctor looked.
+        return None
     for field in dataclasses.fields(SchedulerConfig):
         value = getattr(namespace, field.name, None)
         if value is None:  # not given: vLLM fills it in, valid by its making
