@@ -157,7 +157,7 @@ async def _deploy_and_send(
         records.status, records.cause = RunStatus.FAILED, one_line(exc)
     finally:
         if interrupts.interrupted:  # engines that died of the Ctrl-C
-            records.status, records.cause = RunStatus.INTERRUPTED, None
+            records.status, records.cause = RunStatus.INTERRUPTED, interrupts.cause
         records.wall_run_s = time.monotonic() - started
         if llm is not None:
             try:

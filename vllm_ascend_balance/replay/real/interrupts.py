@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.pipeline.environment import signal_name
 
 logger = init_logger(__name__)
 
@@ -43,6 +44,8 @@ class Interrupts:
 
     def __init__(self) -> None:
         self.interrupted = False
+        #: The first stop signal, as a report names it (``Ctrl-C``, ``SIGTERM``).
+        self.cause: str | None = None
         self._raised = False
         self._starting = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -69,6 +72,8 @@ class Interrupts:
             self._installed = False
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if not self.interrupted:
+            self.cause = signal_name(signum)
         self.interrupted = True
         if self._starting and not self._raised:
             self._raised = True
