@@ -1,7 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""SIGTERM stops a replay as Ctrl-C (SIGINT) does, in real processes: the
-runs that finished are reported, the work directory is removed, exit status
-1; a signal between runs reads as the next run interrupted.
+"""Ctrl-C (SIGINT) and SIGTERM stop a replay at any point, in real processes.
+
+- While the real engine's engines start, the front-end's main thread waits
+  in C (zmq polls) with SIGINT blocked, so the signal lands on another
+  thread, and its first wait is inside vLLM's ``zmq_socket_ctx``, which
+  swallows a ``KeyboardInterrupt``; the next wait (for the engines' READY)
+  lasts up to 10 min. The stand-in here runs the same two waits, the first
+  in vLLM's own ``zmq_socket_ctx``, inside
+  :meth:`Interrupts.engine_startup`: it must stop within ``LIMIT_S`` of the
+  signal, where each wait would otherwise last ``BLOCK_MS`` (far longer, so
+  the verdict does not depend on the machine's speed).
+- SIGTERM to the simulated-engine replay: like Ctrl-C, the runs that
+  finished are reported, the work directory is removed, exit status 1; a
+  signal between runs reads as the next run interrupted.
 """
 
 from __future__ import annotations
@@ -11,7 +22,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from subprocess import PIPE
 from types import SimpleNamespace
@@ -24,12 +36,55 @@ from vllm_ascend_balance.replay.pipeline.environment import Terminated
 from vllm_ascend_balance.replay.pipeline.modes import Mode
 from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.pipeline.report import status_lines
+from vllm_ascend_balance.replay.real.interrupts import Interrupts
 
 pytestmark = pytest.mark.lane_scope("release")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: How long each stand-in wait lasts if nothing ends it (vLLM's
+#: VLLM_ENGINE_READY_TIMEOUT_S default).
+BLOCK_MS = 600_000
 #: How long a signalled process gets to stop (a hang guard, not a timing).
 LIMIT_S = 60.0
+
+STARTUP = f"""
+import asyncio, signal, sys, threading
+import zmq
+from vllm.utils.network_utils import zmq_socket_ctx
+from vllm_ascend_balance.replay.real.interrupts import Interrupts, StartupInterrupted
+
+def bystander():
+    # A thread that does not block SIGTERM: the kernel may hand a
+    # process-directed SIGTERM to it rather than to the main thread.
+    if sys.stdin.readline() == "term\\n":
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+async def main(phase):
+    interrupts = Interrupts()
+    interrupts.install()
+    ctx = zmq.Context()
+    ready = ctx.socket(zmq.PULL)
+    ready.bind("inproc://ready")
+    try:
+        with interrupts.engine_startup():
+            threading.Thread(target=bystander, daemon=True).start()
+            # As vLLM's launch_core_engines: the handshake wait ...
+            with zmq_socket_ctx("inproc://hs", zmq.ROUTER, bind=True) as handshake:
+                print("handshake", flush=True)
+                handshake.poll(timeout={BLOCK_MS} if phase == "handshake" else 0)
+            # ... then, as MPClient, the wait for the engines' READY.
+            print("ready wait", flush=True)
+            ready.poll(timeout={BLOCK_MS})
+        print("not interrupted", flush=True)
+    except StartupInterrupted as exc:
+        print("StartupInterrupted", *exc.args, flush=True)
+    finally:
+        interrupts.uninstall()
+        ready.close(linger=0)
+        ctx.term()
+
+asyncio.run(main(sys.argv[1]))
+"""
 
 
 def _env() -> dict[str, str]:
@@ -38,6 +93,142 @@ def _env() -> dict[str, str]:
         [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
     )
     return env
+
+
+def _wait_in_poll(pid: int) -> None:
+    """Until the main thread of ``pid`` sleeps in poll(2): a signal that
+    came before would find it running Python, where the handler runs at
+    once whatever the code under test does."""
+    deadline = time.monotonic() + LIMIT_S
+    while True:
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+        if "poll" in wchan:
+            return
+        if wchan == "0":  # a kernel that hides it: give the child time
+            time.sleep(2.0)
+            return
+        assert time.monotonic() < deadline, f"main thread in {wchan!r}, not poll"
+        time.sleep(0.01)
+
+
+def _ctrl_c(proc: subprocess.Popen[str]) -> None:
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+
+
+def _kill_term(proc: subprocess.Popen[str]) -> None:
+    os.kill(proc.pid, signal.SIGTERM)
+
+
+def _term_on_another_thread(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write("term\n")
+    proc.stdin.flush()
+
+
+@pytest.mark.lane_scope("release", "main", "fork", "ascend")  # why: vLLM's
+# zmq_socket_ctx, which swallows a KeyboardInterrupt
+@pytest.mark.parametrize(
+    ("phase", "send", "cause"),
+    [
+        ("handshake", _ctrl_c, "Ctrl-C"),
+        ("handshake", _kill_term, "SIGTERM"),
+        ("handshake", _term_on_another_thread, "SIGTERM"),
+        ("ready wait", _ctrl_c, "Ctrl-C"),
+    ],
+    ids=[
+        "handshake-sigint-to-group",
+        "handshake-sigterm-to-process",
+        "handshake-sigterm-on-another-thread",
+        "ready-wait-sigint-to-group",
+    ],
+)
+def test_a_signal_during_engine_startup_stops_it(
+    phase: str,
+    send: Callable[[subprocess.Popen[str]], None],
+    cause: str,
+) -> None:
+    """The first signal while the engines start raises StartupInterrupted
+    in the main thread, out of the C-level wait and out of vLLM's
+    ``zmq_socket_ctx``. Negative controls (checked by hand): the code before
+    (a receiver thread, no wakeup fd, KeyboardInterrupt) still waits after
+    ``LIMIT_S`` in every case; KeyboardInterrupt with the relay still waits
+    in every handshake case (swallowed; the READY wait follows); the relay
+    without its nudge still waits on SIGINT and on SIGTERM taken by another
+    thread (on SIGTERM to the process too when the kernel picks another
+    thread for it, as it may)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STARTUP, phase],
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line == f"{phase}\n":
+                break
+        else:
+            pytest.fail(f"never reached the {phase}: {proc.communicate()[1]}")
+        _wait_in_poll(proc.pid)
+        send(proc)
+        try:
+            out, err = proc.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still waiting {LIMIT_S:g} s after the signal")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert out.splitlines()[-1] == f"StartupInterrupted {cause}", out + err
+
+
+def test_startup_without_a_signal_leaves_nothing_behind_and_loses_nothing() -> None:
+    """A normal start-up: the relay thread ends, the mask, the nudge's
+    handler and the wakeup fd are as before, and a signal that arrived
+    meanwhile reached the wakeup fd that was set before (as asyncio's)."""
+    import asyncio
+    import threading
+
+    got: list[int] = []
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    os.set_blocking(read_fd, False)  # a lost byte fails the test, not hangs it
+    usr1 = signal.signal(signal.SIGUSR1, lambda signum, frame: got.append(signum))
+    urg = signal.getsignal(signal.SIGURG)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    previous_fd = signal.set_wakeup_fd(write_fd)
+
+    async def scenario() -> None:
+        interrupts = Interrupts()
+        interrupts.install()
+        try:
+            with interrupts.engine_startup():
+                os.kill(os.getpid(), signal.SIGUSR1)
+            assert not interrupts.interrupted
+        finally:
+            interrupts.uninstall()
+
+    try:
+        asyncio.run(scenario())
+        assert signal.set_wakeup_fd(previous_fd) == write_fd
+        assert got == [signal.SIGUSR1]
+        forwarded = b""
+        with contextlib.suppress(BlockingIOError):
+            forwarded = os.read(read_fd, 64)
+        assert forwarded == bytes([signal.SIGUSR1])
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask
+        assert signal.getsignal(signal.SIGURG) == urg
+        relays = [t for t in threading.enumerate() if t.name == "replay-signal-relay"]
+        assert relays == []
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGUSR1, usr1)
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def test_sigterm_to_the_simulated_replay_reports_what_finished(tmp_path: Path) -> None:
