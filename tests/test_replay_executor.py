@@ -35,7 +35,7 @@ from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.pipeline.report import status_lines
 from vllm_ascend_balance.replay.real.deployment import one_line
 from vllm_ascend_balance.replay.real.executor import SAMPLED_TOKEN_ID, CostModelExecutor
-from vllm_ascend_balance.replay.real.interrupts import Interrupts
+from vllm_ascend_balance.replay.real.interrupts import Interrupts, StartupInterrupted
 from vllm_ascend_balance.replay.real.recorder import rank_file, read_rank_file
 
 # why: vLLM's scheduler, executor interface and logging
@@ -177,7 +177,7 @@ def _sigblk(pid: int) -> int:
 
 
 def test_ctrl_c_during_engine_startup_is_an_interrupt_and_spares_children():
-    """A Ctrl-C while the engines start raises KeyboardInterrupt in the
+    """A Ctrl-C while the engines start raises StartupInterrupted in the
     front-end (run_mode reports "interrupted"); processes spawned meanwhile
     have SIGINT blocked, so the terminal's Ctrl-C does not kill them with a
     traceback; afterwards the mask and the handlers are as before."""
@@ -194,7 +194,7 @@ def test_ctrl_c_during_engine_startup_is_an_interrupt_and_spares_children():
                 os.kill(os.getpid(), signal.SIGINT)
                 for _ in range(60_000):  # until the handler runs (a busy
                     time.sleep(0.001)  # host may take a while to deliver)
-        except KeyboardInterrupt:
+        except StartupInterrupted:
             raised = True
         finally:
             interrupts.uninstall()

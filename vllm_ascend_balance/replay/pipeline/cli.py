@@ -7,9 +7,10 @@ reversed on every other repetition, so neither mode always runs first or
 last), each run on a deployment warmed up before measuring.
 
 Exit status: 0 when every run completed every request, 1 when a run was
-interrupted or failed (the table then shows what was measured, the cause is
-printed in full) or an output could not be written, 2 for bad input or
-options (one line on stderr, no traceback, before any engine starts).
+interrupted (Ctrl-C or SIGTERM: the same) or failed (the table then shows
+what was measured, the cause is printed in full) or an output could not be
+written, 2 for bad input or options (one line on stderr, no traceback,
+before any engine starts).
 Results go to stdout; progress (a line as each run starts and ends, and at
 least one a minute while it runs, terminal or not), notes and vLLM's logs (unless
 ``VLLM_LOGGING_STREAM`` or ``VLLM_LOGGING_CONFIG_PATH`` is set) to stderr.
@@ -25,8 +26,14 @@ from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.pipeline import options as replay_options
-from vllm_ascend_balance.replay.pipeline.engine import RecordingError, load_engine
+from vllm_ascend_balance.replay.pipeline.engine import (
+    RecordingError,
+    ReplayEngine,
+    load_engine,
+)
 from vllm_ascend_balance.replay.pipeline.environment import (
+    interrupt_cause,
+    sigterm_as_ctrl_c,
     vllm_logs_to_stderr,
     work_dir,
 )
@@ -63,11 +70,53 @@ def run(args: argparse.Namespace) -> int:
         _error(str(exc))
         return 2
     try:
-        with work_dir(options.run_dir) as work:
+        with sigterm_as_ctrl_c(), work_dir(options.run_dir) as work:
             return _run(dataclasses.replace(options, run_dir=work), workload)
-    except KeyboardInterrupt:  # between runs, or while reporting
-        print("replay: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # before the first run, or while reporting
+        print(f"replay: interrupted by {interrupt_cause(exc)}", file=sys.stderr)
         return 1
+
+
+def _run_in_order(
+    engine: ReplayEngine,
+    workload: Workload,
+    options: ReplayOptions,
+    order: list[tuple[Mode, int]],
+) -> list[RunRecords] | None:
+    """The runs of ``order`` until one does not end OK; None when a
+    recording failed (said on stderr). A Ctrl-C or SIGTERM outside the
+    engine (announcing a run, between runs) stops the replay as one inside
+    it does: the run under way, or the next, reads interrupted, and every
+    finished one is kept."""
+    runs: list[RunRecords] = []
+    try:
+        for k, (mode, i) in enumerate(order, 1):
+            # What the run reads as if the signal lands before the engine returns.
+            runs.append(RunRecords(mode, i, options.dp, RunStatus.INTERRUPTED))
+            what = f"run {k}/{len(order)}: mode {mode.label} (repetition {i + 1})"
+            with announced(what) as progress:
+                try:
+                    runs[-1] = engine.run(workload, mode, options, i)
+                except RecordingError as exc:
+                    progress["status"] = "recording failed"
+                    _error(f"{mode.label} run {i + 1}: {exc}")
+                    return None
+                except KeyboardInterrupt as exc:
+                    runs[-1].cause = interrupt_cause(exc)
+                if runs[-1].status is not RunStatus.OK:
+                    progress["status"] = runs[-1].status.value
+            if runs[-1].status is not RunStatus.OK:
+                break  # interrupted or failed: report what we have
+    except KeyboardInterrupt as exc:
+        cause = interrupt_cause(exc)
+        if runs and runs[-1].status is not RunStatus.OK:
+            runs[-1].cause = runs[-1].cause or cause
+        elif len(runs) < len(order):  # between runs: the next one never began
+            mode, i = order[len(runs)]
+            runs.append(RunRecords(mode, i, options.dp, RunStatus.INTERRUPTED, cause))
+        else:  # after the last run: nothing is lost
+            print(f"replay: interrupted by {cause}", file=sys.stderr)
+    return runs
 
 
 def _run(options: ReplayOptions, workload: Workload) -> int:
@@ -89,26 +138,12 @@ def _run(options: ReplayOptions, workload: Workload) -> int:
     if workload.clipped:
         print(f"replay: --clip adjusted {workload.clipped} request(s)", file=sys.stderr)
     engine = load_engine(options.engine)
-    runs: list[RunRecords] = []
     started = time.monotonic()
     order = run_order(options.modes(), options.repeat)
     with vllm_logs_to_stderr():
-        for k, (mode, i) in enumerate(order, 1):
-            what = f"run {k}/{len(order)}: mode {mode.label} (repetition {i + 1})"
-            with announced(what) as progress:
-                try:
-                    records = engine.run(workload, mode, options, i)
-                except RecordingError as exc:
-                    progress["status"] = "recording failed"
-                    _error(f"{mode.label} run {i + 1}: {exc}")
-                    return 1
-                except KeyboardInterrupt:
-                    records = RunRecords(mode, i, options.dp, RunStatus.INTERRUPTED)
-                if records.status is not RunStatus.OK:
-                    progress["status"] = records.status.value
-            runs.append(records)
-            if records.status is not RunStatus.OK:
-                break  # interrupted or failed: report what we have
+        runs = _run_in_order(engine, workload, options, order)
+    if runs is None:
+        return 1
     payload: dict[str, Any] = {
         "workload": summary,
         "options": dataclasses.asdict(options),

@@ -203,7 +203,8 @@ class RunRecords:
     Attributes:
         mode: the mode run; ``repeat``: which repetition (0-based).
         dp_size: DP ranks.
-        status, cause: how the run ended and why (one line, or None).
+        status, cause: how the run ended and why (one line, or None; an
+            interrupted run's: the signal, ``Ctrl-C`` or ``SIGTERM``).
         steps: the measured steps, in order (warm-up steps excluded).
         requests: one per workload request, in workload order.
         starts: each rank's start record (index = rank; missing if a rank

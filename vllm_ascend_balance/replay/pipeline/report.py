@@ -135,14 +135,20 @@ def starvation_lines(runs: dict[str, list[RunMetrics]]) -> list[str]:
 
 
 def status_lines(runs: list[RunRecords]) -> list[str]:
-    """One line per run that did not finish normally, with its whole cause."""
+    """One line per run that did not finish normally, with its whole cause
+    (``interrupted by SIGTERM``, ``failed: <error>``)."""
     return [
         f"{r.mode.label} run {r.repeat + 1}: {r.status.value}"
-        + (f": {r.cause}" if r.cause else "")
+        + (_cause(r) if r.cause else "")
         + ("" if r.measured else " (nothing measured)")
         for r in runs
         if r.status is not RunStatus.OK
     ]
+
+
+def _cause(records: RunRecords) -> str:
+    interrupted = records.status is RunStatus.INTERRUPTED
+    return f" by {records.cause}" if interrupted else f": {records.cause}"
 
 
 def run_json(records: RunRecords, metrics: RunMetrics | None) -> dict[str, Any]:

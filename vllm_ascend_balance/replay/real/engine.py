@@ -45,7 +45,11 @@ from vllm_ascend_balance.replay.real.deployment import (
     prompt_ids,
     route,
 )
-from vllm_ascend_balance.replay.real.interrupts import Interrupts, reap_children
+from vllm_ascend_balance.replay.real.interrupts import (
+    Interrupts,
+    StartupInterrupted,
+    reap_children,
+)
 from vllm_ascend_balance.replay.real.modeled_clock import (
     ClockBoard,
     clock_path,
@@ -151,13 +155,13 @@ async def _deploy_and_send(
         # in the lock-step collective of a dummy batch whose peer already
         # exited, and vLLM would force-kill it after its grace period.
         await _wave_end(options)
-    except (asyncio.CancelledError, KeyboardInterrupt):
+    except (asyncio.CancelledError, KeyboardInterrupt, StartupInterrupted):
         records.status = RunStatus.INTERRUPTED
     except Exception as exc:  # start-up failure, or an engine died
         records.status, records.cause = RunStatus.FAILED, one_line(exc)
     finally:
         if interrupts.interrupted:  # engines that died of the Ctrl-C
-            records.status, records.cause = RunStatus.INTERRUPTED, None
+            records.status, records.cause = RunStatus.INTERRUPTED, interrupts.cause
         records.wall_run_s = time.monotonic() - started
         if llm is not None:
             try:

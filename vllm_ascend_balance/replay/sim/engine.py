@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.replay.pipeline.environment import interrupt_cause
 from vllm_ascend_balance.replay.pipeline.join import join_run
 from vllm_ascend_balance.replay.pipeline.modes import Mode
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
@@ -127,9 +128,9 @@ class SimEngine:
                 peer=mode.peer,
                 progress=bar.update if bar is not None else None,
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (the pipeline's)
             records.status = RunStatus.INTERRUPTED
-            records.cause = "interrupted (Ctrl-C)"
+            records.cause = interrupt_cause(exc)
             return records
         finally:
             if bar is not None:
