@@ -95,6 +95,22 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _outcome(proc: subprocess.Popen, state: str) -> tuple[str, str]:
+    """``proc``'s (stdout, stderr) once it exits; a failure naming ``state``
+    if it is still alive ``LIMIT_S`` after the signal."""
+    try:
+        return proc.communicate(timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{state} {LIMIT_S:g} s after the signal")
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` if a failed test left it running."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 def _wait_in_poll(pid: int) -> None:
     """Until the main thread of ``pid`` sleeps in poll(2): a signal that
     came before would find it running Python, where the handler runs at
@@ -174,14 +190,9 @@ def test_a_signal_during_engine_startup_stops_it(
             pytest.fail(f"never reached the {phase}: {proc.communicate()[1]}")
         _wait_in_poll(proc.pid)
         send(proc)
-        try:
-            out, err = proc.communicate(timeout=LIMIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still waiting {LIMIT_S:g} s after the signal")
+        out, err = _outcome(proc, "still waiting")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert proc.returncode == 0, err
     assert out.splitlines()[-1] == f"StartupInterrupted {cause}", out + err
 
@@ -261,14 +272,9 @@ def test_sigterm_to_the_simulated_replay_reports_what_finished(tmp_path: Path) -
                 break
         else:
             pytest.fail("no first run finished:\n" + "".join(seen[-20:]))
-        try:
-            out, err = proc.communicate(timeout=LIMIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running {LIMIT_S:g} s after SIGTERM")
+        out, err = _outcome(proc, "still running")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert proc.returncode == 1, err[-3000:]
     assert "completed requests" in out, err[-3000:]
     assert "on run 1: interrupted by SIGTERM (nothing measured)" in out, out
