@@ -29,7 +29,6 @@ import dataclasses
 import functools
 import json
 import math
-import os
 import random
 import threading
 from pathlib import Path
@@ -41,6 +40,7 @@ import torch
 
 from tests.support.meshgroup import Mesh, MeshGroup
 from tests.support.processes import run_processes
+from tests.support.scratch import exit_without_teardown
 from vllm_ascend_balance.gate import collectives
 from vllm_ascend_balance.gate.policies import POLICIES
 from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
@@ -372,7 +372,7 @@ def _rank_main(rank: int, parallel_config: Any, size: int, out_path: str) -> Non
             records.append(row)
     Path(out_path).write_text(json.dumps(records))
     stateless_destroy_torch_distributed_process_group(group)
-    os._exit(0)  # skip torch's store/gloo teardown (see test_gather_cadence)
+    exit_without_teardown()
 
 
 @pytest.mark.multiproc

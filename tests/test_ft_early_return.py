@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -40,6 +39,7 @@ from typing import Any
 import pytest
 
 from tests.support.processes import run_processes
+from tests.support.scratch import exit_without_teardown
 
 pytestmark = [pytest.mark.lane_scope("fork"), pytest.mark.multiproc]
 
@@ -127,7 +127,7 @@ def _rank_main(rank: int, parallel_config: Any, bad: bool, out_path: str) -> Non
         )
     Path(out_path).write_text(json.dumps(records))
     stateless_destroy_torch_distributed_process_group(group)
-    os._exit(0)  # as tests/test_gather_cadence.py: no C++ teardown aborts
+    exit_without_teardown()
 
 
 def _run(tmp_path: Path, bad: bool, timeout: float) -> Any:

@@ -44,7 +44,6 @@ and a fresh engine object, and writes its own records; the tests read them.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -55,6 +54,7 @@ import torch
 import torch.distributed as dist
 
 from tests.support.processes import run_processes
+from tests.support.scratch import exit_without_teardown
 
 pytestmark = [
     # why: DPEngineCoreProc's sync (_has_global_unfinished_reqs), DP group, schedulers
@@ -198,11 +198,7 @@ def _rank_main(rank: int, runs: list[tuple[Scenario, Any, Any, str]]) -> None:
     log = _CollectiveLog()
     for scenario, parallel_config, shrunk_config, out_path in runs:
         _scenario(rank, log, scenario, parallel_config, shrunk_config, out_path)
-    # Interpreter teardown of torch's store/gloo threads occasionally aborts
-    # ("terminate called without an active exception") after all work is
-    # done; exit without C++ static destructors so exit code 0 keeps meaning
-    # "this rank finished its steps".
-    os._exit(0)
+    exit_without_teardown()
 
 
 def _scenario(

@@ -26,13 +26,13 @@ is exercised by ``scripts/replay`` runs recorded in docs/peer-policies.md.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.processes import run_processes
+from tests.support.scratch import exit_without_teardown
 from vllm_ascend_balance.replay.peers import RankState, make_policy
 
 pytestmark = [pytest.mark.lane_scope("release"), pytest.mark.multiproc]
@@ -79,7 +79,7 @@ def _rank_main(rank: int, parallel_config: Any, out_paths: dict[str, str]) -> No
         rows = _steps(rank, group, bad=variant == "bad")
         Path(out_path).write_text(json.dumps(rows))
     stateless_destroy_torch_distributed_process_group(group)
-    os._exit(0)  # skip torch's store/gloo teardown (see test_gather_cadence)
+    exit_without_teardown()
 
 
 def _steps(rank: int, group: Any, bad: bool) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from typing import Any
 import pytest
 
 from tests.support.processes import join_processes, start_processes
+from tests.support.scratch import exit_without_teardown
 from vllm_ascend_balance.wiring import config, config_read
 
 pytestmark = [
@@ -132,7 +133,7 @@ def _rank_main(rank: int, parallel_config: Any, workdir: str, park: bool) -> Non
     )
     handler.flush()
     stateless_destroy_torch_distributed_process_group(group)
-    os._exit(0)  # as in test_gather_cadence: skip gloo's teardown aborts
+    exit_without_teardown()
 
 
 def _wait_gauges(metrics_dir: Path) -> dict[str, float]:
