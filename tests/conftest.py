@@ -9,6 +9,7 @@ from tests.support import hermetic_generation
 # The session's shared balance-on DP 2 server, for the tests that only need
 # one (tests/support/shared_server.py).
 from tests.support.shared_server import bounded_balance_server  # noqa: F401
+from vllm_ascend_balance.ipc_sockets import own_ipc_dir
 
 # A test's Hypothesis examples must not depend on which tests ran before it
 # in the process (tests/support/hermetic_generation.py says how they did).
@@ -18,6 +19,10 @@ hermetic_generation.pin()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+
+# vLLM's IPC socket files go to a directory removed when the suite's process
+# exits, not to the temp dir; the processes the suite starts inherit it.
+own_ipc_dir()
 
 
 @pytest.fixture(autouse=True)

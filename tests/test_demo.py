@@ -35,6 +35,7 @@ import re
 import shlex
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -46,6 +47,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from vllm_ascend_balance.ipc_sockets import BASE_PATH_ENV
 from vllm_ascend_balance.observability import exported_series
 from vllm_ascend_balance.tools.demo import server as demo
 from vllm_ascend_balance.tools.doctor.async_decision import async_scheduling
@@ -273,6 +275,11 @@ class Demo:
     def __init__(self, tmp: Path) -> None:
         env = dict(os.environ)
         env.pop(demo_cli_doctor_env(), None)
+        # A new shell's: its own temp dir, no IPC base from the suite.
+        self.tmpdir = tmp / "tmpdir"
+        self.tmpdir.mkdir()
+        env["TMPDIR"] = str(self.tmpdir)
+        env.pop(BASE_PATH_ENV, None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vllm_ascend_balance", "demo",
              "--dp", "2", "--port", "0", "--dir", str(tmp / "demo")],
@@ -324,8 +331,9 @@ def demo_cli_doctor_env() -> str:
 
 
 @pytest.fixture
-def running_demo(tmp_path: Path) -> Iterator[Demo]:
-    started = Demo(tmp_path)
+def running_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    # A short path: vLLM's socket paths under its TMPDIR must fit in 103 bytes.
+    started = Demo(tmp_path_factory.mktemp("demo"))
     yield started
     # Whatever happened: nothing of the demo or its server may stay.
     for pgid in (started.proc.pid, started.server_pid):
@@ -414,6 +422,16 @@ def test_demo_serves_and_stops_on_ctrl_c(running_demo: Demo) -> None:
     running.until("stopped: no process of the server is left", 30)
     assert session_members(server_pid) == []
     assert session_members(running.proc.pid) == []
+    # Nothing left in its temp dir: no scratch dir, and no socket file (the
+    # server's engines do not unlink vLLM's ZeroMQ IPC sockets, 6 of which
+    # stayed there before the command gave them a directory of its own).
+    # Caches other libraries keep there (torch's) are theirs.
+    left = [
+        p.name
+        for p in running.tmpdir.iterdir()
+        if p.name.startswith("vab-") or stat.S_ISSOCK(p.lstat().st_mode)
+    ]
+    assert left == []
 
 
 @pytest.mark.e2e

@@ -18,6 +18,8 @@ no gate, no step of this workload is held.
 
 from __future__ import annotations
 
+import stat
+
 import pytest
 
 from tests.support.replay_variants import one_rank_at_cap, run_replay, write_jsonl
@@ -38,7 +40,13 @@ CAP = 4
 
 
 @pytest.fixture(scope="module")
-def replay(tmp_path_factory):
+def replay_tmpdir(tmp_path_factory):
+    """The replay's ``TMPDIR``, as a new shell's."""
+    return tmp_path_factory.mktemp("e2e-tmpdir")
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory, replay_tmpdir):
     tmp = tmp_path_factory.mktemp("e2e")
     trace = write_jsonl(tmp / "cap.jsonl", one_rank_at_cap(CAP))
     args = [
@@ -47,7 +55,9 @@ def replay(tmp_path_factory):
         "--max-model-len", "1024", "--time-scale", "0.2",
         "--starvation-steps", "10",
     ]  # fmt: skip
-    result = run_replay(args, timeout=900, json_path=tmp / "out.json")
+    result = run_replay(
+        args, timeout=900, json_path=tmp / "out.json", tmpdir=replay_tmpdir
+    )
     assert not result.timed_out and result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -79,3 +89,18 @@ def test_known_effect_is_reported_with_bands(replay):
     assert done.split()[2:] == [f"{CAP + 10}/{CAP + 10}"] * 2
     (starved,) = [x for x in lines if x.startswith("starvation (on)")]
     assert "most on rank 1" in starved
+
+
+def test_nothing_is_left_in_the_temp_dir(replay, replay_tmpdir):
+    """No work directory and no socket file: each run's engines end without
+    unlinking vLLM's ZeroMQ IPC sockets, which went to the temp dir (6 per
+    run here) before the replay gave them a directory of its own
+    (vllm_ascend_balance/ipc_sockets.py). Negative control: without its
+    ``own_ipc_dir()`` call this fails. Caches other libraries keep there
+    (torch's ``torchinductor_*``) are theirs."""
+    left = [
+        p.name
+        for p in replay_tmpdir.iterdir()
+        if p.name.startswith("vab-") or stat.S_ISSOCK(p.lstat().st_mode)
+    ]
+    assert left == []

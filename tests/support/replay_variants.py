@@ -27,6 +27,7 @@ from typing import Any
 from vllm.logger import init_logger
 
 from vllm_ascend_balance.gate.scheduler import BalanceSchedulerMixin
+from vllm_ascend_balance.ipc_sockets import BASE_PATH_ENV
 from vllm_ascend_balance.replay.real.engine import run_slug
 from vllm_ascend_balance.replay.real.executor import CostModelExecutor
 from vllm_ascend_balance.replay.real.recorder import RankFile, rank_file, read_rank_file
@@ -117,6 +118,7 @@ def run_replay(
     interrupt_grace: float = 60.0,
     started: Callable[[], bool] | None = None,
     startup_timeout: float = 600.0,
+    tmpdir: Path | None = None,
 ) -> ReplayProcess:
     """Run ``python -m vllm_ascend_balance.tools.cli replay ARGS`` in a new session.
 
@@ -126,13 +128,17 @@ def run_replay(
     (Ctrl-C) and give it ``interrupt_grace`` seconds to stop its engines and
     print what it measured. Whatever of the session is still alive afterwards
     is reported in ``leftover_pids``, then killed by pid so a failing test
-    leaves nothing behind.
+    leaves nothing behind. ``tmpdir``: the replay's ``TMPDIR``, as in a new
+    shell (no ``VLLM_RPC_BASE_PATH`` from the suite's process).
     """
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
     )
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+        env.pop(BASE_PATH_ENV, None)
     cmd = [sys.executable, "-m", "vllm_ascend_balance.tools.cli", "replay", *args]
     if json_path is not None:
         cmd += ["--json", str(json_path)]

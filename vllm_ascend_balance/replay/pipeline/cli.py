@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Any
 
+from vllm_ascend_balance.ipc_sockets import own_ipc_dir
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.pipeline import options as replay_options
 from vllm_ascend_balance.replay.pipeline.engine import (
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # WorkloadError, ModeError, OutputPathError
         _error(str(exc))
         return 2
+    own_ipc_dir()
     try:
         with sigterm_as_ctrl_c(), work_dir(options.run_dir) as work:
             return _run(dataclasses.replace(options, run_dir=work), workload)

@@ -38,6 +38,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_ascend_balance.ipc_sockets import own_ipc_dir
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.pipeline.engine import load_engine
 from vllm_ascend_balance.replay.pipeline.environment import vllm_logs_to_stderr
@@ -236,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cases = [c for c in CASES if not args.case or f"{c.name}-{c.dp}" in args.case]
     checks: list[Check] = []
+    own_ipc_dir()
     with (
         tempfile.TemporaryDirectory(prefix="vab-validate-") as tmp,
         vllm_logs_to_stderr(),

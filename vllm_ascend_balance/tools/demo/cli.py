@@ -24,6 +24,7 @@ import textwrap
 from pathlib import Path
 from types import FrameType
 
+from vllm_ascend_balance.ipc_sockets import own_ipc_dir
 from vllm_ascend_balance.tools.demo import checks as demo_checks
 from vllm_ascend_balance.tools.demo import report as demo_report
 from vllm_ascend_balance.tools.demo import server as demo
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for warning in plan.warnings:
         print(f"{PROG}: warning: {warning}", file=sys.stderr, flush=True)
+    own_ipc_dir()  # before the server starts: its processes inherit it
     _stop_on_signals()
     with tempfile.TemporaryDirectory(prefix="vab-demo-") as scratch:
         workdir = args.dir if args.dir is not None else Path(scratch)
