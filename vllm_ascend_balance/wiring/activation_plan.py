@@ -21,12 +21,21 @@ from vllm_ascend_balance.gate.settings import DEFAULT_POLICY
 from vllm_ascend_balance.wiring import ascend_steering
 from vllm_ascend_balance.wiring.config import SETTING, BalanceConfigError
 from vllm_ascend_balance.wiring.config_read import BalanceSetting, read_balance_setting
-from vllm_ascend_balance.wiring.reach import can_throttle, has_seam, unreachable_gate
+from vllm_ascend_balance.wiring.reach import (
+    can_throttle,
+    has_seam,
+    unreachable_gate,
+    vllm_consults_seam,
+)
 
 SERIES_HINT = (
     "patch the installed vLLM with `vllm-ascend-balance patch-vllm` (it picks "
     "the series by vLLM's version), or install a vLLM branch carrying the "
     "upstream_patch/ series"
+)
+PARTIAL_HINT = (
+    "restore vllm/v1/core/sched/scheduler.py (reinstall vLLM), then run "
+    "`vllm-ascend-balance patch-vllm`"
 )
 PD_DISAGGREGATED_ROLES = ("kv_producer", "kv_consumer")
 
@@ -137,6 +146,11 @@ def plan_activation(vllm_config: Any, quiet: bool = False) -> ActivationPlan:
         raise BalanceConfigError(
             f"{SETTING} is set but the installed vLLM lacks "
             f"Scheduler.{SEAM}(): {SERIES_HINT}"
+        )
+    if not vllm_consults_seam():
+        raise BalanceConfigError(
+            f"{SETTING} is set but the installed vLLM's Scheduler.schedule() "
+            f"never calls Scheduler.{SEAM}() (a partly applied patch): {PARTIAL_HINT}"
         )
     unreachable = unreachable_gate(base)
     if unreachable is not None:

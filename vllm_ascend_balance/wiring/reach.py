@@ -24,6 +24,40 @@ def has_seam(scheduler_cls: type = Scheduler) -> bool:
     return callable(getattr(scheduler_cls, SEAM, None))
 
 
+def vllm_consults_seam() -> bool:
+    """Whether vLLM's own ``Scheduler.schedule()`` calls the seam: in its
+    code, or in a ``Scheduler`` method it calls (transitively).
+
+    False on a partly applied patch: a ``scheduler.py`` that defines
+    ``Scheduler._should_stop_admitting_waiting()`` but whose ``schedule()``
+    never calls it (a hunk applied alone), where the gate would have no
+    effect. Static, from the code objects, as :func:`unreachable_gate`.
+    """
+    # The class that defines the seam: vLLM's own, even where another
+    # package swapped the module's ``Scheduler`` for a copy of its own.
+    owner = next((k for k in Scheduler.__mro__ if SEAM in vars(k)), None)
+    if owner is None:
+        return False
+    seen: set[str] = set()
+    todo = ["schedule"]
+    while todo:
+        name = todo.pop()
+        seen.add(name)
+        method = inspect.unwrap(getattr(owner, name))
+        code = getattr(method, "__code__", None)
+        if code is None:
+            continue
+        names = _code_names(code)
+        if SEAM in names:
+            return True
+        todo += [
+            n
+            for n in names - seen
+            if n not in todo and inspect.isfunction(getattr(owner, n, None))
+        ]
+    return False
+
+
 def can_throttle(scheduler_cls: type) -> bool:
     """Whether ``scheduler_cls.schedule`` takes ``throttle_prefills`` (vLLM
     0.27 and later): what a chunk-holding policy needs."""
@@ -50,7 +84,8 @@ def unreachable_gate(scheduler_cls: type) -> tuple[type, str] | None:
     the way that defines its own ``schedule()`` must either name the seam
     (``Scheduler._should_stop_admitting_waiting``) in its code, which ends
     the walk, or call ``super().schedule()``, which hands on to the next
-    class; upstream's ``Scheduler.schedule()`` consults the seam. Code that
+    class; upstream's ``Scheduler.schedule()`` consults the seam (checked
+    apart, by :func:`vllm_consults_seam`). Code that
     cannot be inspected (not a Python function) is refused.
     """
     for klass in scheduler_cls.__mro__:

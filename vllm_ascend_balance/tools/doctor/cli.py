@@ -81,9 +81,14 @@ def run(args: argparse.Namespace) -> int:
     from vllm_ascend_balance.wiring import ascend_steering
     from vllm_ascend_balance.wiring.activation_plan import gate_lines, plan_activation
     from vllm_ascend_balance.wiring.config import BalanceConfigError
-    from vllm_ascend_balance.wiring.reach import has_seam
+    from vllm_ascend_balance.wiring.reach import has_seam, vllm_consults_seam
 
-    say("seam present", f"{has_seam()} (Scheduler.{SEAM})")
+    seam = f"{has_seam()} (Scheduler.{SEAM})"
+    if has_seam() and not vllm_consults_seam():
+        seam = (
+            f"False (Scheduler.schedule() never calls Scheduler.{SEAM}: partly patched)"
+        )
+    say("seam present", seam)
     say("plugin registered", f"{plugin_registered()} ({ENTRY_POINT_GROUP})")
     try:
         view = config_view(args)
