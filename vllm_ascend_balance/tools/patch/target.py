@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from vllm_ascend_balance.tools.patch.seam_source import PRESENT, seam_in_file
 from vllm_ascend_balance.tools.patch.series import DIST_NAMES, SEAM, installed_vllm
 from vllm_ascend_balance.tools.patch.torch_companions import mismatch_hint
 
@@ -77,10 +78,13 @@ def _direct_url(dist: importlib.metadata.Distribution) -> dict | None:
 
 def verify_seam(site: Path, explicit_site: bool) -> str | None:
     """None when a new Python process imports vLLM from ``site`` and its
-    ``Scheduler`` has the seam, else what went wrong (one line)."""
+    ``Scheduler`` has the seam, and the file it was loaded from calls it in
+    ``schedule()`` (a half-applied patch imports and has the method, yet the
+    gate is never asked), else what went wrong (one line)."""
     code = (
-        "import sys, vllm\n"
+        "import inspect, sys, vllm\n"
         "from vllm.v1.core.sched.scheduler import Scheduler\n"
+        "print(inspect.getfile(Scheduler))\n"
         "print(vllm.__file__)\n"
         f"sys.exit(0 if callable(getattr(Scheduler, {SEAM!r}, None)) else 3)\n"
     )
@@ -113,4 +117,12 @@ def verify_seam(site: Path, explicit_site: bool) -> str | None:
         )
     if result.returncode == 3:
         return f"the freshly imported Scheduler has no {SEAM}()"
+    loaded = Path(lines[-2])
+    if seam_in_file(loaded) != PRESENT:
+        return (
+            f"the freshly imported Scheduler has {SEAM}() but schedule() in "
+            f"{loaded} never calls it (a partially applied patch): restore the "
+            "original file (reinstall vLLM the way it was installed), then run "
+            "patch-vllm"
+        )
     return None
