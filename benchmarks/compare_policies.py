@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -49,7 +50,7 @@ from benchmarks.policies import cases, settings  # noqa: E402
 from benchmarks.policies.render import markdown, recorded_vllm  # noqa: E402
 from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
 from benchmarks.policies.rivals import design_tuned, held_out_plan  # noqa: E402
-from benchmarks.policies.runs import command, run_seed  # noqa: E402
+from benchmarks.policies.runs import check_modes, command, run_seed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -92,15 +93,26 @@ def _load(path: Path) -> list[dict[str, Any]]:
     return json.loads(path.read_text()) if path.exists() else []
 
 
+def _written_by(records: list[dict[str, Any]]) -> str | None:
+    """The command that wrote ``records`` (each record's ``written_by``), or
+    None if they do not say or disagree (``markdown`` then names the
+    command of the committed table)."""
+    found = {r.get("written_by") for r in records}
+    return found.pop() if len(found) == 1 else None
+
+
 def _write(out: Path, records: dict[str, dict[str, Any]], version: str,
-           table: bool) -> None:  # fmt: skip
-    """OUT.json (and OUT.md if ``table``), cases in the case table's order."""
+           table: bool, by: str) -> None:  # fmt: skip
+    """OUT.json (and OUT.md if ``table``, headed by ``by``, the command that
+    ran), cases in the case table's order."""
     keys = [c.key for c in cases.CASES]
     rank = {k: i for i, k in enumerate(keys)}
     ordered = sorted(records.values(), key=lambda r: rank.get(r["case"], len(rank)))
+    for record in ordered:
+        record["written_by"] = by
     out.with_suffix(".json").write_text(json.dumps(ordered, indent=1))
     if table:
-        out.with_suffix(".md").write_text(markdown(ordered, version))
+        out.with_suffix(".md").write_text(markdown(ordered, version, by))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,8 +157,16 @@ def main(argv: list[str] | None = None) -> int:
         "--code-label", help="the label of --code's rows (default: DIR's name)"
     )
     args = p.parse_args(argv)
+    # The header of OUT.md names this command (stored in OUT.json for
+    # --render), not the full matrix's: a partial table says what made it.
+    ran = shlex.join(
+        ["python", "benchmarks/compare_policies.py",
+         *(sys.argv[1:] if argv is None else argv)]
+    )  # fmt: skip
     if args.jobs < 1:
         raise SystemExit(f"--jobs: must be >= 1, got {args.jobs}")
+    if args.modes:
+        check_modes(args.modes)
     code = None
     if args.code:
         where = Path(args.code).resolve()
@@ -184,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.render:
         records = json.loads(out.with_suffix(".json").read_text())
-        table = markdown(records, recorded_vllm(records) or vllm.__version__)
+        version = recorded_vllm(records) or vllm.__version__
+        table = markdown(records, version, _written_by(records))
         out.with_suffix(".md").write_text(table)
         print(table)
         return 0
@@ -245,13 +266,13 @@ def main(argv: list[str] | None = None) -> int:
                     kept = [r for r in kept if r["seed"] in seeds]
                 rec["runs"] = sorted([*kept, run], key=lambda r: r["seed"])
                 # Written after every run: a long matrix keeps what it ran.
-                _write(out, records, vllm.__version__, not args.cost)
+                _write(out, records, vllm.__version__, not args.cost, ran)
             if tuned_on is not None:
                 # Stored once every seed ran the new points: until then the
                 # record keeps the map its rows were run for, so a run
                 # stopped mid-case leaves a record judged as before.
                 rec["tuned_on_design"] = tuned_on
-                _write(out, records, vllm.__version__, not args.cost)
+                _write(out, records, vllm.__version__, not args.cost, ran)
     if args.cost:
         full = {c.key: len(settings.all_modes(args.quick, c.points)) for c in chosen}
         print("\n".join(estimate(done, full, len(args.seeds))))

@@ -61,6 +61,55 @@ def versus(ours: Cell, other: Cell) -> str:
     return f"{diff} ({100 * verdict.diff / other.mean:+.0f} %)"
 
 
+class InputError(ValueError):
+    """The JSON file cannot be read as a replay's ``--json`` output: one
+    line naming the file, what is wrong and what to do."""
+
+
+#: What to do about a file that is not a replay's comparison.
+FIX = "give the file scripts/replay --json OUT.json wrote"
+
+
+def load(path: Path) -> dict:
+    """``path`` read as a replay's ``--json`` output (``summary.py``'s
+    payload): a ``comparison.metrics`` object holding every metric of
+    :data:`METRICS`, each ``{mode: {"values": [...]}}``.
+
+    Raises:
+        InputError: the file cannot be read, is not JSON, or lacks that
+            comparison (one line naming the file and the fix).
+    """
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(
+            f"{path}: cannot be read ({exc.strerror or exc}): {FIX}"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON ({exc}): {FIX}") from None
+    metrics = data.get("comparison") if isinstance(data, dict) else None
+    metrics = metrics.get("metrics") if isinstance(metrics, dict) else None
+    if not isinstance(metrics, dict):
+        raise InputError(f"{path}: no comparison.metrics object: {FIX}")
+    for name in METRICS:
+        by_mode = metrics.get(name)
+        if (
+            not isinstance(by_mode, dict)
+            or not by_mode
+            or not all(
+                isinstance(cell, dict) and isinstance(cell.get("values"), list)
+                for cell in by_mode.values()
+            )
+        ):
+            raise InputError(
+                f"{path}: comparison.metrics has no {name!r} values per mode "
+                f"(an interrupted run measures nothing): {FIX}"
+            )
+    return data
+
+
 def table(data: dict, ours: str, against: list[str]) -> str:
     metrics = data["comparison"]["metrics"]
     modes = list(metrics[METRICS[0]])
@@ -94,7 +143,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ours", required=True, help="our mode, as labelled")
     parser.add_argument("--against", required=True, help="comma-separated modes")
     args = parser.parse_args(argv)
-    data = json.loads(args.json.read_text())
+    try:
+        data = load(args.json)
+    except InputError as exc:
+        print(f"real_vs_peers.py: {exc}", file=sys.stderr)
+        return 2
     print(table(data, args.ours, [m for m in args.against.split(",") if m]))
     return 0
 

@@ -64,3 +64,35 @@ def test_unknown_mode_is_one_line(tmp_path: Path) -> None:
         "--ours/--against: no mode 'nope' in the run "
         "(['off', 'ours', 'peer', 'close', \"off'\"])"
     ]
+
+
+@pytest.mark.parametrize(
+    ("content", "wrong"),
+    [
+        (None, "cannot be read (No such file or directory)"),
+        ("{}", "no comparison.metrics object"),
+        ("not json", "not JSON"),
+        ('{"comparison": {"metrics": {}}}', "metrics has no 'TPOT p50 (ms)'"),
+    ],
+)
+def test_a_file_that_is_not_a_replays_json_is_one_line(
+    tmp_path: Path, content: str | None, wrong: str
+) -> None:
+    """A missing file or one that is not a replay's ``--json`` output is
+    refused in one line naming the file, what is wrong and what to do,
+    exit 2 (were FileNotFoundError and KeyError stacks). Control: the
+    well-formed file of the tests above is read (``_run``)."""
+    path = tmp_path / "run.json"
+    if content is not None:
+        path.write_text(content)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), str(path), "--ours", "on", "--against", "off"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"real_vs_peers.py: {path}: "), lines[0]
+    assert wrong in lines[0], lines[0]
+    assert lines[0].endswith("give the file scripts/replay --json OUT.json wrote")

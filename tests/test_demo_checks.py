@@ -8,6 +8,10 @@ checked without a whole deployment (``tests/test_demo.py`` runs one):
   executor name ``BalanceScheduler``;
 - a bad ``--port`` or ``--additional-config`` is refused in one line
   before anything starts (exit 2, no stack); control: good values pass;
+- an argument vLLM's own parser refuses (an unknown flag, a bad value) and
+  a ``--dir`` that is a file or cannot be written are refused the same
+  way, before the server starts; controls: arguments vLLM accepts, and a
+  missing ``--dir`` (created with its parents, as documented);
 - an ``--additional-config`` after the demo's options is merged into the
   demo's own (the executor's block stays);
 - ``--dp 1`` warns that balance needs DP >= 2 (as doctor and the engines
@@ -359,3 +363,84 @@ def test_vllm_serve_refuses_additional_config_that_is_not_json_in_one_line(
     assert created == [], "refused before vLLM creates the config"
     for fine in ({"scheduler_config": {}}, None):
         activation._check_additional_config(SimpleNamespace(additional_config=fine))
+
+
+# --------------------------------------------------------------------------
+# vllm serve's arguments and --dir, checked before anything starts
+# --------------------------------------------------------------------------
+
+
+def _demo(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_ascend_balance", "demo", "--port", "0", *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,  # hang guard only; a start that is not refused runs long
+    )
+
+
+def _one_refusal(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line of a refusal before anything started (docs/install.md:
+    "refused in one line before anything starts"), exit 2."""
+    assert result.returncode == 2, result.stdout + result.stderr[-3000:]
+    assert result.stdout == "", "nothing started"
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{PROG}: "), result.stderr[-3000:]
+    return lines[0]
+
+
+def test_an_unknown_vllm_argument_is_refused_before_the_server_starts(
+    tmp_path: Path,
+) -> None:
+    """vLLM's own parser (doctor's) reads the arguments after the demo's:
+    an unknown flag is refused in one line naming it, before the server
+    starts (its --dir is not even created)."""
+    workdir = tmp_path / "demo"
+    line = _one_refusal(_demo("--dir", str(workdir), "--no-such-flag", "7"))
+    assert "--no-such-flag" in line and "correct or remove it" in line, line
+    assert not workdir.exists(), "refused before anything was made"
+
+
+def test_vllms_parser_refuses_a_bad_value_and_accepts_good_ones() -> None:
+    """The check on the real vLLM parser: a value vLLM refuses (an int
+    flag given a word) is refused with vLLM's message; control: the same
+    flag with a number, and a flag vLLM knows, pass."""
+    with pytest.raises(demo_checks.UsageError, match="--seed") as caught:
+        demo_checks.check_serve_args(2, 4, ["--seed", "many"])
+    assert "\n" not in str(caught.value) and "'many'" in str(caught.value)
+    assert (
+        demo_checks.check_serve_args(2, 4, ["--seed", "1", "--disable-log-stats"])
+        is None
+    )
+
+
+@pytest.mark.lane_scope("release")  # file handling, vLLM's parser passes
+@pytest.mark.parametrize("where", ["a file", "under a file", "uncreatable"])
+def test_a_dir_that_cannot_be_written_is_refused_in_one_line(
+    tmp_path: Path, where: str
+) -> None:
+    """``--dir`` naming a file, a folder under a file, or a place where no
+    folder can be made (sysfs refuses mkdir to root too, as a read-only
+    file system does) is refused in one line naming ``--dir``, exit 2;
+    it was a stack (FileExistsError, OSError) from the server's start."""
+    file = tmp_path / "file"
+    file.write_text("")
+    target = {
+        "a file": file,
+        "under a file": file / "sub",
+        "uncreatable": Path("/sys/vab-demo-test/run"),
+    }[where]
+    line = _one_refusal(_demo("--dir", str(target)))
+    assert line.startswith(f"{PROG}: --dir {target} "), line
+    assert "leave --dir out" in line and "Traceback" not in line, line
+
+
+@pytest.mark.lane_scope("release")  # file handling
+def test_a_missing_dir_is_created_with_its_parents(tmp_path: Path) -> None:
+    """Control of the refusals above, as the --help and docs/install.md say:
+    a missing --dir is created with any missing parent folders, and the
+    write probe leaves nothing behind; an existing folder passes too."""
+    target = tmp_path / "a" / "b" / "c"
+    demo_checks.check_dir(target)
+    assert target.is_dir() and list(target.iterdir()) == []
+    demo_checks.check_dir(target)

@@ -16,6 +16,7 @@ workloads, so their values must differ.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -47,10 +48,9 @@ def _run(*flags: str) -> subprocess.CompletedProcess[str]:
 
 def test_two_seeds_write_the_tables_and_render_again(tmp_path: Path) -> None:
     out = tmp_path / "p"
-    done = _run(
-        "--seeds", "0", "1", "--modes", ",".join(MODES), "--jobs", "1",
-        "--out", str(out),
-    )  # fmt: skip
+    flags = ["--seeds", "0", "1", "--modes", ",".join(MODES), "--jobs", "1",
+             "--out", str(out)]  # fmt: skip
+    done = _run(*flags)
     assert done.returncode == 0, done.stderr[-3000:]
     records = json.loads(out.with_suffix(".json").read_text())
     assert [r["case"] for r in records] == ["starvation-dp4"]
@@ -61,6 +61,10 @@ def test_two_seeds_write_the_tables_and_render_again(tmp_path: Path) -> None:
     assert runs[0]["values"]["off"]["goodput"] >= 0
     text = out.with_suffix(".md").read_text()
     assert "**starvation-dp4** (seeds 0, 1" in text and " ± " in text
+    # The header names the command that wrote the file, not the full run's.
+    ran = shlex.join(["python", "benchmarks/compare_policies.py",
+                      "--cases", "starvation-dp4", *flags])  # fmt: skip
+    assert text.splitlines()[1].startswith(f"Written by `{ran}` "), text[:400]
     case_table = text[text.index("**starvation-dp4**") :]
     rows = [
         line.split("`")[1] for line in case_table.splitlines() if line.startswith("| `")
@@ -90,3 +94,17 @@ def test_an_unknown_case_is_one_line() -> None:
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith("--cases: no case 'nope'")
     assert "Traceback" not in done.stderr
+
+
+def test_a_bad_mode_is_refused_before_any_replay_runs(tmp_path: Path) -> None:
+    """Every mode is read (the replay's grammar) before anything runs: with
+    two replay processes, ``off`` ran first and the bad mode failed after.
+    Control: the good modes of the test above run."""
+    out = tmp_path / "p"
+    done = _run("--modes", "off,bogus-mode", "--jobs", "2", "--out", str(out))
+    assert done.returncode == 1, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("--modes: unknown mode 'bogus-mode' (use off, on"), last
+    assert "Traceback" not in done.stderr
+    assert not any(line.startswith("$ ") for line in done.stderr.splitlines())
+    assert not out.with_suffix(".json").exists(), "no replay ran"

@@ -119,9 +119,14 @@ def recorded_vllm(records: list[dict[str, Any]]) -> str | None:
     return " and ".join(sorted(found)) or None
 
 
-def markdown(records: list[dict[str, Any]], vllm_version: str) -> str:
+def markdown(
+    records: list[dict[str, Any]], vllm_version: str, command: str | None = None
+) -> str:
+    """The tables of ``records``, headed by ``command``, the one that wrote
+    them (None: the command of the committed table for these seeds)."""
     seeds = sorted({r["seed"] for rec in records for r in rec["runs"]})
-    by = settings.HELD_OUT_COMMAND if held_out(seeds) else settings.COMMAND
+    default = settings.HELD_OUT_COMMAND if held_out(seeds) else settings.COMMAND
+    by = command or default
     lines = [
         "<!-- written by benchmarks/compare_policies.py -->",
         f"Written by `{by}` (the main lane's venv) in one "

@@ -81,6 +81,27 @@ def command(args: list[str], modes: list[str]) -> str:
     )  # fmt: skip
 
 
+def check_modes(text: str) -> None:
+    """Every mode of ``--modes`` as the replay reads it (its ``--mode``
+    grammar, then what the simulated engine can model on the installed
+    vLLM), before any replay runs: a bad one among several replay processes
+    was refused only after the others had run.
+
+    Raises:
+        SystemExit: one line naming ``--modes``, the mode and the fix.
+    """
+    from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
+    from vllm_ascend_balance.replay.sim.engine import SimEngineError, check_mode
+
+    try:
+        for mode in parse_modes(text):
+            check_mode(mode)
+    except (ModeError, SimEngineError) as error:
+        # The replay's words name its --mode; this script's flag is --modes.
+        said = str(error).removeprefix("--mode")
+        raise SystemExit(f"--modes{said}") from None
+
+
 def run_modes(
     case: Case,
     seed: int,

@@ -5,22 +5,30 @@ A bad value gets one line naming the setting and the fix (exit 2), not a
 stack from vLLM's start-up a minute later: the port range, the JSON of an
 ``--additional-config`` given after the demo's options, and the balance
 settings it holds, read by the same reader the engines use
-(:func:`~vllm_ascend_balance.wiring.config_read.read_user_setting`).
-Balance requested with DP 1 is a warning, as doctor and the engines treat
-it: it has no effect there, nothing is refused. Imports neither vLLM nor
-torch.
+(:func:`~vllm_ascend_balance.wiring.config_read.read_user_setting`); then
+the whole ``vllm serve`` command line, read by vLLM's own parser as doctor
+reads it (:func:`check_serve_args`), and ``--dir``, made ready to write
+(:func:`check_dir`). Balance requested with DP 1 is a warning, as doctor
+and the engines treat it: it has no effect there, nothing is refused.
+Imports neither vLLM nor torch (vLLM's parser runs in a child process).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from vllm_ascend_balance.tools.demo.command import (
     BALANCE_ON,
     MAX_PORT,
     merge_into,
+    serve_args,
+    server_env,
     split_additional_config,
 )
 from vllm_ascend_balance.wiring.config import BalanceConfigError
@@ -30,6 +38,18 @@ from vllm_ascend_balance.wiring.config_read import read_user_setting
 #: extra arguments, the last would win in vLLM's parser while the demo
 #: announces (and checks) its own value.
 OWN_FLAGS = {"--data-parallel-size": "--dp", "-dp": "--dp"}
+#: How the child process running vLLM's parser marks its answer: vLLM's
+#: import logs on stdout and stderr too.
+_ANSWER = "vab-demo-serve-args:"
+_PARSE_IN_CHILD = (
+    "import sys\n"
+    "from vllm_ascend_balance.tools.doctor.args import serve_args_refusal\n"
+    "refusal = serve_args_refusal(sys.argv[1:])\n"
+    f"print('\\n{_ANSWER}' + (refusal or ''), flush=True)\n"
+)
+#: A hang guard for that child (it imports vLLM: seconds, a minute when
+#: the machine is loaded), not a performance bound.
+PARSE_LIMIT_S = 600.0
 
 
 class UsageError(ValueError):
@@ -108,3 +128,94 @@ def check_arguments(
             ],
         )
     return DemoPlan("on", True)
+
+
+def check_serve_args(
+    dp: int,
+    max_num_seqs: int,
+    extra_args: Sequence[str],
+    environ: Mapping[str, str] | None = None,
+    python: str = sys.executable,
+) -> str | None:
+    """Check the server's whole ``vllm serve`` command line (the demo's own
+    arguments, then ``extra_args``) with vLLM's own parser, as doctor does
+    (:func:`~vllm_ascend_balance.tools.doctor.args.serve_args_refusal`), in
+    a child process of ``python`` with the server's environment: the
+    demo's process stays free of vLLM, and vLLM's import logs stay out of
+    its one-line refusal. Returns a warning if the check itself could not
+    run (the server's start then reports what it meets), else None.
+
+    Raises:
+        UsageError: vLLM refuses an argument (an unknown flag, a bad value,
+            a ``SchedulerConfig`` value it refuses at start-up): vLLM's
+            message, one line, and the fix.
+    """
+    # Placeholders where the demo fills in paths and ports later: vLLM's
+    # parser takes them as strings and numbers, it opens nothing.
+    args = serve_args(
+        dp,
+        0,
+        Path("model"),
+        Path("run"),
+        max_num_seqs=max_num_seqs,
+        lockstep_port=1,
+        extra_args=extra_args,
+    )
+    try:
+        done = subprocess.run(
+            [python, "-c", _PARSE_IN_CHILD, *args],
+            capture_output=True,
+            text=True,
+            env=server_env(environ),
+            timeout=PARSE_LIMIT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"could not check the vllm serve arguments with vLLM's parser ({exc})"
+    answers = [
+        line[len(_ANSWER) :]
+        for line in done.stdout.splitlines()
+        if line.startswith(_ANSWER)
+    ]
+    if not answers:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return (
+            f"could not check the vllm serve arguments with vLLM's parser "
+            f"(exit status {done.returncode}: {last})"
+        )
+    if answers[-1]:
+        raise UsageError(
+            f"vllm serve refuses the arguments after the demo's options: "
+            f"{answers[-1]}: correct or remove it (vLLM's options: python -m "
+            f"vllm.entrypoints.openai.api_server --help)"
+        )
+    return None
+
+
+def check_dir(path: Path) -> None:
+    """Make ``--dir`` ``path`` ready: created with any missing parent
+    folders (as ``mkdir -p``), then a file written and removed there, so
+    that a place the demo cannot write is refused now rather than with a
+    stack from the server's start.
+
+    Raises:
+        UsageError: ``path`` or a parent is a file, or it cannot be created
+            or written (a read-only file system, no permission): one line
+            naming ``--dir``, the reason and the fix.
+    """
+    fix = "choose a directory you can write, or leave --dir out for a temporary one"
+    for place in (path, *path.parents):
+        if place.exists() or place.is_symlink():
+            if not place.is_dir():
+                what = "is" if place == path else f"is under {place}, which is"
+                raise UsageError(f"--dir {path} {what} not a directory: {fix}")
+            break
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".vab-demo-probe-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise UsageError(
+            f"--dir {path} cannot be written: {reason}{where}: {fix}"
+        ) from None

@@ -2,7 +2,8 @@
 """``vllm-ascend-balance demo``: serve a balance-enabled DP deployment on CPU.
 
 Checks its arguments (:mod:`~vllm_ascend_balance.tools.demo.checks`: one line
-and exit 2 on a bad one, before anything starts), starts the server of
+and exit 2 on a bad one, before anything starts: the demo's own, the
+``vllm serve`` ones with vLLM's parser, ``--dir`` writable), starts the server of
 :mod:`vllm_ascend_balance.tools.demo.server` (vLLM's OpenAI server, DP ``--dp``, the
 tiny MoE model, the cost-model executor, balance on), waits for
 ``/health``, then prints its URL, a ``curl`` that completes a token-id
@@ -75,9 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dir",
         type=Path,
         default=None,
-        help="keep the model, the step records and server.log here "
-        "(default: a temporary directory, removed at exit; the log of a "
-        "failed server is kept and its path printed)",
+        help="keep the model, the step records and server.log here, "
+        "created with any missing parent folders; a place that cannot be "
+        "written is refused before anything starts (default: a temporary "
+        "directory, removed at exit; the log of a failed server is kept and "
+        "its path printed)",
     )
     parser.set_defaults(serve_args=[])
 
@@ -100,9 +103,18 @@ def run(args: argparse.Namespace) -> int:
         plan = demo_checks.check_arguments(
             args.dp, args.port, args.max_num_seqs, args.serve_args
         )
+        # After the quick checks (vLLM's parser takes seconds to import),
+        # and before --dir is created: a refusal leaves nothing behind.
+        unchecked = demo_checks.check_serve_args(
+            args.dp, args.max_num_seqs, args.serve_args
+        )
+        if args.dir is not None:
+            demo_checks.check_dir(args.dir)
     except demo_checks.UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    if unchecked:
+        plan.warnings.append(unchecked)
     for warning in plan.warnings:
         print(f"{PROG}: warning: {warning}", file=sys.stderr, flush=True)
     own_ipc_dir()  # before the server starts: its processes inherit it

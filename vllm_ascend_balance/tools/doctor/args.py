@@ -12,12 +12,15 @@ built at run time), so ``--help`` and the demo's argument checks stay fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import textwrap
 from types import SimpleNamespace
 
 from vllm_ascend_balance.wiring.json_flag import json_object
 
+PROG = "vllm-ascend-balance doctor"
 USAGE = "vllm-ascend-balance doctor [--dense] [MODEL] [vllm serve options ...]"
 DESCRIPTION = textwrap.fill(
     "Check the install and what a `vllm serve` command line would activate. "
@@ -150,6 +153,27 @@ def parse_serve_args(serve_args: list[str]) -> argparse.Namespace:
     return namespace
 
 
+def serve_args_refusal(serve_args: list[str]) -> str | None:
+    """vLLM's refusal of ``serve_args`` as :func:`parse_serve_args` makes it
+    (vLLM's parser, then its ``SchedulerConfig``), as one line without
+    argparse's usage line, or None when they are accepted. For callers that
+    must say it in their own words (the demo's checks); whatever vLLM or
+    its import writes to stderr meanwhile is dropped."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            parse_serve_args(serve_args)
+    except SystemExit as exc:
+        if not exc.code:
+            return None
+        text = said.getvalue()
+        mark = f"{PROG}: error: "
+        # argparse's error() ends the output: usage, then "PROG: error: MSG".
+        message = text[text.rfind(mark) + len(mark) :] if mark in text else ""
+        return " ".join(message.split()) or f"refused (exit status {exc.code})"
+    return None
+
+
 def _scheduler_config_refusal(namespace: argparse.Namespace) -> str | None:
     """vLLM's own refusal of a ``SchedulerConfig`` field among ``namespace``'s
     arguments (``--max-num-seqs 0``: ``vllm serve`` parses it, then fails at
@@ -203,16 +227,14 @@ def _serve_parser() -> argparse.ArgumentParser:
 
     root = FlexibleArgumentParser(prog="vllm")
     parser = ServeSubcommand().subparser_init(root.add_subparsers())
-    parser.prog = "vllm-ascend-balance doctor"
+    parser.prog = PROG
     parser.usage = USAGE
     return parser
 
 
 def _fallback_parser() -> argparse.ArgumentParser:
     """The ``vllm serve`` flags balance reads, with vLLM's defaults."""
-    parser = argparse.ArgumentParser(
-        prog="vllm-ascend-balance doctor", usage=USAGE, allow_abbrev=False
-    )
+    parser = argparse.ArgumentParser(prog=PROG, usage=USAGE, allow_abbrev=False)
     parser.add_argument("--additional-config", default=None)
     parser.add_argument("--data-parallel-size", "-dp", type=int, default=1)
     parser.add_argument("--scheduler-cls", default=None)
