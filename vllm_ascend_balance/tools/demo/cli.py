@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         removed = None if args.dir is not None else Path(scratch)
         print(
             f"starting vLLM's OpenAI server (DP {args.dp}); waiting for /health "
-            f"(a minute or two on 2 cores; log: {workdir / 'server.log'})",
+            f"(under a minute on 2 cores; log: {workdir / 'server.log'})",
             flush=True,
         )
         try:
