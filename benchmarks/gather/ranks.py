@@ -12,7 +12,6 @@ import inspect
 import json
 import logging
 import multiprocessing
-import os
 import re
 import statistics
 import tempfile
@@ -69,6 +68,7 @@ def _rank_main(
     )
     from vllm.v1.core.sched.scheduler import Scheduler
 
+    from tests.support.scratch import exit_without_teardown
     from tests.support.vllm_objects import make_request, make_scheduler
     from vllm_ascend_balance.wiring.composition import compose_scheduler
 
@@ -167,10 +167,7 @@ def _rank_main(
             }
         )
     )
-    # Torch's store/gloo threads occasionally abort interpreter teardown
-    # ("terminate called without an active exception") after all work is
-    # done; skip C++ static destructors so exit code 0 means "finished".
-    os._exit(0)
+    exit_without_teardown()  # torch's teardown may abort; our scratch goes
 
 
 def run_dp(dp_size: int, warmup: int, calls: int) -> tuple[list[dict], Any]:
