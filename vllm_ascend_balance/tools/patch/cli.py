@@ -33,6 +33,7 @@ from vllm_ascend_balance.tools.patch.seam_source import (
     PARTIAL,
     PRESENT,
     defines_seam,
+    partial_text,
     seam_source,
 )
 from vllm_ascend_balance.tools.patch.series import (
@@ -68,8 +69,8 @@ EPILOG = textwrap.dedent(
       4. verifies Scheduler.{SEAM}() and its call in
          schedule() after a fresh import of vLLM in a new process
 
-    A scheduler.py that defines {SEAM}() but whose
-    schedule() never calls it (a patch half applied) is refused: restore
+    A scheduler.py that holds half the seam (the method without its call
+    in schedule(), or the call without the method) is refused: restore
     the original file (reinstall vLLM), then run patch-vllm. --revert
     refuses to discard edits made to the patched files since patching
     (--check reports them) unless --discard-edits is given. Concurrent runs
@@ -126,10 +127,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _half_applied(site: Path) -> SeriesError:
     return SeriesError(
-        f"{site / SCHEDULER_REL} defines {SEAM}() but its schedule() never "
-        "calls it (a partially applied patch; balance scheduling would have no "
-        "effect): restore the original file (reinstall vLLM the way it was "
-        "installed), then run patch-vllm"
+        f"{site / SCHEDULER_REL} {partial_text(site)} (a partially applied "
+        "patch; balance scheduling would have no effect): restore the original "
+        "file (reinstall vLLM the way it was installed), then run patch-vllm"
     )
 
 
@@ -244,7 +244,7 @@ def _check(
     if digest is not None and source == PARTIAL:
         _report(
             "seam",
-            f"partial: schedule() no longer calls {SEAM}(); {_edited(edited)}: "
+            f"partial: scheduler.py {partial_text(site)}; {_edited(edited)}: "
             "run `patch-vllm --revert --discard-edits`, then patch-vllm",
         )
         return 1

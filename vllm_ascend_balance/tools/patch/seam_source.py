@@ -33,19 +33,36 @@ def seam_source(site: Path) -> str:
 def seam_in_file(path: Path) -> str:
     """:func:`seam_source` of one ``scheduler.py`` (e.g. the file a fresh
     import loaded)."""
+    defines, calls = seam_parts(path)
+    if defines and calls:
+        return PRESENT
+    return PARTIAL if defines or calls else ABSENT
+
+
+def partial_text(site: Path) -> str:
+    """Which half of the seam ``site``'s ``scheduler.py`` holds, for a
+    :data:`PARTIAL` file: ``"defines X() but its schedule() never calls
+    it"``, or the other way round."""
+    defines, _ = seam_parts(site / SCHEDULER_REL)
+    if defines:
+        return f"defines {SEAM}() but its schedule() never calls it"
+    return f"calls {SEAM}() in schedule() but Scheduler does not define it"
+
+
+def seam_parts(path: Path) -> tuple[bool, bool]:
+    """(``Scheduler`` defines the seam, ``schedule()`` reaches a call of it)
+    in ``path``; both False for a file that cannot be read."""
     try:
         text = path.read_text()
     except OSError:
-        return ABSENT
+        return False, False
     try:
         defines, calls = _scan(ast.parse(text))
     except SyntaxError:
         # Not Python we can parse (a bad edit): the text alone, less exact.
         defines = re.search(rf"^\s*def {SEAM}\(", text, re.MULTILINE) is not None
         calls = re.search(rf"self\.{SEAM}\(\)", text) is not None
-    if defines and calls:
-        return PRESENT
-    return PARTIAL if defines or calls else ABSENT
+    return defines, calls
 
 
 def has_seam_source(site: Path) -> bool:

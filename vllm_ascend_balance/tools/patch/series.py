@@ -26,6 +26,7 @@ Errors: :class:`SeriesError`, one line saying what to do.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -58,6 +59,7 @@ from vllm_ascend_balance.tools.patch.state import (
     STATE_DIR_NAME,
     edited_since_patched,
     record_patched,
+    restored_on_error,
     unwritable,
 )
 
@@ -174,7 +176,8 @@ def apply_series(site: Path, tag: str, patches: list[Path], version: str) -> str
     """Apply ``patches`` (the series of ``tag``) to ``site``'s ``vllm/``.
 
     Returns what was done in one line. Idempotent: the same series already
-    applied is a no-op; another one applied before is reverted first.
+    applied is a no-op; another one applied before is replaced (and kept, as
+    it was, when the new one fails).
     Raises :class:`SeriesError`, nothing left written, when the series does
     not fit the installed files, when this process may not write them (a
     read-only or another user's install), or when ``git apply`` fails; and
@@ -186,48 +189,53 @@ def apply_series(site: Path, tag: str, patches: list[Path], version: str) -> str
         return f"series {tag} already applied to {site / 'vllm'}"
     files = touched_files(patches)
     _check_writable(site, files)
-    if previous is not None:
-        revert_series(site)
-    problem = fits(site, patches)
-    if problem is not None:
-        raise SeriesError(
-            f"upstream_patch/{tag} does not apply to the installed vLLM {version} "
-            f"in {site} ({problem}): its files differ from the {tag} release's; "
-            f"reinstall vLLM {version} the way it was installed, or re-sync the "
-            f"series, see {RESYNC_RUNBOOK}"
-        )
-    state = site / STATE_DIR_NAME
-    pristine = state / "pristine"
-    try:
-        for rel in files:
-            (pristine / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(site / rel, pristine / rel)
-    except OSError as exc:
-        shutil.rmtree(state, ignore_errors=True)  # only copies, nothing patched
-        raise _cannot_write(site, exc) from None
-    result = git_apply(site, patches, "--include=vllm/*")
-    if result.returncode != 0:
-        revert_series(site, discard_edits=True)
-        first = (result.stderr.strip().splitlines() or ["no output"])[0]
-        raise SeriesError(
-            f"git apply could not patch {site / 'vllm'} ({first}); nothing was "
-            "changed: run patch-vllm as the user who owns that vLLM, on a "
-            "writable install"
-        )
-    unchanged = [
-        rel
-        for rel in files
-        if (site / rel).read_bytes() == (pristine / rel).read_bytes()
-    ]
-    if unchanged:
-        revert_series(site, discard_edits=True)
-        raise SeriesError(
-            f"git apply reported success but left {', '.join(unchanged)} "
-            f"unchanged in {site}: nothing was applied"
-        )
-    record_patched(site, files)
-    (state / "applied.sha256").write_text(digest + "\n")
-    return f"applied {len(patches)} patch(es) for {tag} to {site / 'vllm'}"
+    replacing = (
+        restored_on_error(site) if previous is not None else contextlib.nullcontext()
+    )
+    with replacing:
+        if previous is not None:
+            revert_series(site)
+        problem = fits(site, patches)
+        if problem is not None:
+            kept = "; the series applied before is kept" if previous else ""
+            raise SeriesError(
+                f"upstream_patch/{tag} does not apply to the installed vLLM "
+                f"{version} in {site} ({problem}){kept}: its files differ from the "
+                f"{tag} release's; reinstall vLLM {version} the way it was "
+                f"installed, or re-sync the series, see {RESYNC_RUNBOOK}"
+            )
+        state = site / STATE_DIR_NAME
+        pristine = state / "pristine"
+        try:
+            for rel in files:
+                (pristine / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(site / rel, pristine / rel)
+        except OSError as exc:
+            shutil.rmtree(state, ignore_errors=True)  # only copies, nothing patched
+            raise _cannot_write(site, exc) from None
+        result = git_apply(site, patches, "--include=vllm/*")
+        if result.returncode != 0:
+            revert_series(site, discard_edits=True)
+            first = (result.stderr.strip().splitlines() or ["no output"])[0]
+            raise SeriesError(
+                f"git apply could not patch {site / 'vllm'} ({first}); nothing was "
+                "changed: run patch-vllm as the user who owns that vLLM, on a "
+                "writable install"
+            )
+        unchanged = [
+            rel
+            for rel in files
+            if (site / rel).read_bytes() == (pristine / rel).read_bytes()
+        ]
+        if unchanged:
+            revert_series(site, discard_edits=True)
+            raise SeriesError(
+                f"git apply reported success but left {', '.join(unchanged)} "
+                f"unchanged in {site}: nothing was applied"
+            )
+        record_patched(site, files)
+        (state / "applied.sha256").write_text(digest + "\n")
+        return f"applied {len(patches)} patch(es) for {tag} to {site / 'vllm'}"
 
 
 def revert_series(site: Path, discard_edits: bool = False) -> bool:

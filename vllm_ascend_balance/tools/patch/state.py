@@ -22,6 +22,8 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,3 +94,28 @@ def _read_only_mount(path: Path) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def restored_on_error(site: Path) -> Iterator[None]:
+    """Put the applied series back as it was (its patched files and its
+    state folder, byte for byte) when the block raises: replacing a series
+    reverts the old one before it can check the new one fits, and a new one
+    that does not fit must not leave vLLM without the seam it had."""
+    state = site / STATE_DIR_NAME
+    pristine = state / "pristine"
+    patched = [p.relative_to(pristine) for p in pristine.rglob("*") if p.is_file()]
+    with tempfile.TemporaryDirectory(prefix="vab-series-") as tmp:
+        kept = Path(tmp)
+        shutil.copytree(state, kept / "state")
+        for rel in patched:
+            (kept / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(site / rel, kept / "files" / rel)
+        try:
+            yield
+        except BaseException:
+            for rel in patched:
+                shutil.copy2(kept / "files" / rel, site / rel)
+            shutil.rmtree(state, ignore_errors=True)
+            shutil.copytree(kept / "state", state)
+            raise
