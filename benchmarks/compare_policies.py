@@ -18,7 +18,7 @@ values) and ``<out>.md`` (the tables), after every case and seed; the full
 matrix to ``benchmarks/results/policies``, a partial one (``--quick``,
 ``--cases``, ``--seeds``, ``--modes``, ``--cost``) to the temporary
 directory unless ``--out`` is given, so it never replaces the committed
-table::
+table. One run per OUT at a time: a second is refused (``out_lock.py``)::
 
     venv=$(scripts/lane.sh main)   # vLLM 0.32: interval:N and chunk holds
     $venv/bin/python benchmarks/compare_policies.py           # all cases
@@ -47,6 +47,7 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
     import _checkout  # noqa: F401
 
 from benchmarks.policies import cases, settings  # noqa: E402
+from benchmarks.policies.out_lock import sole_writer  # noqa: E402
 from benchmarks.policies.render import markdown, recorded_vllm  # noqa: E402
 from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
 from benchmarks.policies.rivals import design_tuned, held_out_plan  # noqa: E402
@@ -198,6 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"a partial matrix: writing {out}.json and .md", file=sys.stderr)
     else:
         out = RESULTS / "policies"
+    with sole_writer(out):
+        return _run(args, out, ran, code, design, frozen, partial)
+
+
+def _run(args: argparse.Namespace, out: Path, ran: str,
+         code: tuple[Path, str] | None, design: dict[str, dict[str, Any]],
+         frozen: dict[str, dict[str, Any]], partial: bool) -> int:  # fmt: skip
+    """The run ``main`` parsed, writing OUT (its lock held)."""
     for line in settings.check_grids():
         print(f"warning: {line}", file=sys.stderr)
     import vllm

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.policies import settings
+from benchmarks.policies.out_lock import lock_path, sole_writer
 from tests.support.lanes import REPO_ROOT
 
 pytestmark = pytest.mark.lane_scope("release")
@@ -108,3 +109,25 @@ def test_a_bad_mode_is_refused_before_any_replay_runs(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert not any(line.startswith("$ ") for line in done.stderr.splitlines())
     assert not out.with_suffix(".json").exists(), "no replay ran"
+
+
+def test_a_second_run_on_the_same_out_is_refused(tmp_path: Path) -> None:
+    """Two runs on one OUT overwrite each other's rows (both rewrite
+    OUT.json after every seed): the second is refused in one line, before
+    any replay. Control: once the first ends, its lock file is gone and the
+    same OUT is free again."""
+    out = tmp_path / "p"
+    with sole_writer(out):
+        assert lock_path(out).exists()
+        done = _run("--modes", "off", "--jobs", "1", "--out", str(out))
+        assert done.returncode == 1, done.stderr[-3000:]
+        last = done.stderr.strip().splitlines()[-1]
+        assert last == (
+            f"another compare_policies.py run is writing {out}.json; wait for "
+            "it, or give this run its own --out"
+        ), last
+        assert "Traceback" not in done.stderr
+        assert not out.with_suffix(".json").exists(), "no replay ran"
+    assert not lock_path(out).exists(), "the lock file is left behind"
+    with sole_writer(out):
+        pass
