@@ -281,6 +281,81 @@ def test_doctor_runs_from_the_installed_wheel(fresh_venv: Path, how: str) -> Non
     assert "plugin registered:     True (vllm.general_plugins)" in lines
 
 
+@pytest.fixture(scope="module")
+def bare_venv(dists: dict[str, Path]) -> Path:
+    """A new venv holding only the built wheel: no vLLM, no torch (the
+    package has no dependency), as a user's before vLLM is installed."""
+    venv = dists["root"] / "bare"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    _run(
+        [
+            sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+            "install", "--no-index", "--no-deps", "--quiet", str(dists["wheel"]),
+        ]
+    )  # fmt: skip
+    return venv
+
+
+#: Without vLLM: (arguments, exit status, the line expected; stdout for
+#: ``--help`` and doctor's report, else the one ``error:`` line on stderr).
+WITHOUT_VLLM = [
+    (["--help"], 0, "Balance scheduling for vLLM DP + MoE: diagnostics and replay."),
+    *(
+        ([command, "--help"], 0, f"usage: vllm-ascend-balance {command} ")
+        for command in ("doctor", "replay", "validate-sim", "demo", "patch-vllm")
+    ),
+    (["doctor", "MODEL"], 1, "vLLM installed:        no"),
+    (["replay", "--engine", "sim"], 1, "error: vLLM is not installed in this Python "
+     "environment; `replay` runs it: install a vLLM with the seam (docs/install.md)"),
+    (["validate-sim"], 1, "error: vLLM is not installed in this Python "
+     "environment; `validate-sim` runs it: install a vLLM with the seam "
+     "(docs/install.md)"),
+    (["patch-vllm", "--check"], 1,
+     "error: vLLM is not installed in this Python environment"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "status", "expected"), WITHOUT_VLLM)
+def test_the_commands_without_vllm_answer_in_one_line(
+    bare_venv: Path, argv: list[str], status: int, expected: str
+) -> None:
+    """Every ``--help`` works before vLLM is installed, and a command that
+    needs vLLM says so in one line (doctor: in its report, as its EPILOG
+    says) instead of a traceback from ``import torch`` or ``import vllm``
+    (the code before: every case but ``patch-vllm``'s ended in one)."""
+    done = subprocess.run(
+        [str(bare_venv / "bin" / "vllm-ascend-balance"), *argv],
+        capture_output=True, text=True, cwd=bare_venv, env=_clean_env(),
+        timeout=120,  # hang guard only
+    )  # fmt: skip
+    assert done.returncode == status, (done.stdout[-2000:], done.stderr[-2000:])
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    if status == 0 or argv[0] == "doctor":
+        assert any(line.startswith(expected) for line in done.stdout.splitlines())
+    else:
+        assert done.stderr.strip().splitlines() == [expected], done.stderr
+
+
+def test_a_vllm_that_does_not_import_is_one_line(
+    bare_venv: Path, tmp_path: Path
+) -> None:
+    """An installed vLLM whose own import fails (here: no torch beside it) is
+    named with its cause, not a traceback from inside it."""
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text("import torch\n")
+    done = subprocess.run(
+        [str(bare_venv / "bin" / "vllm-ascend-balance"), "replay", "--engine", "sim"],
+        capture_output=True, text=True, cwd=bare_venv,
+        env={**_clean_env(), "PYTHONPATH": str(tmp_path)}, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        "error: vLLM is installed but does not import (ModuleNotFoundError: No "
+        "module named 'torch'); repair that install (`vllm-ascend-balance "
+        "doctor` names the torch it needs)"
+    ], done.stderr
+
+
 def _clean_env() -> dict[str, str]:
     return {
         k: v for k, v in os.environ.items() if k not in {"VLLM_PLUGINS", "PYTHONPATH"}

@@ -21,6 +21,7 @@ from vllm_ascend_balance.gate import bound
 from vllm_ascend_balance.gate.collectives import EXCHANGES, natural_collective
 from vllm_ascend_balance.gate.holds import HoldLedger
 from vllm_ascend_balance.gate.policies import OPEN, Decision
+from vllm_ascend_balance.gate.seam import SEAM
 from vllm_ascend_balance.gate.settings import GateSettings
 from vllm_ascend_balance.gate.signals import admission_cap, has_held_waiting
 from vllm_ascend_balance.logger import init_logger
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
 
 logger = init_logger(__name__)
-
-SEAM = "_should_stop_admitting_waiting"
 
 __all__ = [
     "SEAM",

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 
 
@@ -98,6 +99,25 @@ def _patch_vllm(argv: list[str]) -> int:
     return patch_vllm.run(parser.parse_args(argv))
 
 
+def _vllm_import_problem(command: str) -> str | None:
+    """Why vLLM does not import here (one line naming the fix), or None once
+    ``vllm.logger`` is imported."""
+    if importlib.util.find_spec("vllm") is None:
+        return (
+            f"vLLM is not installed in this Python environment; `{command}` "
+            "runs it: install a vLLM with the seam (docs/install.md)"
+        )
+    try:
+        import vllm.logger  # noqa: F401
+    except ImportError as exc:
+        return (
+            f"vLLM is installed but does not import ({type(exc).__name__}: "
+            f"{exc}); repair that install (`vllm-ascend-balance doctor` names "
+            "the torch it needs)"
+        )
+    return None
+
+
 def _main(argv: list[str] | None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words[:1] == ["patch-vllm"]:
@@ -116,10 +136,14 @@ def _main(argv: list[str] | None) -> int:
         return demo_cli.run(args)
     if args.command == "patch-vllm":  # taken above; kept for a direct call
         return _patch_vllm(words[1:])
+    if args.command == "doctor" and importlib.util.find_spec("vllm") is None:
+        return doctor.run(args)  # its report says so, exit 1 (its EPILOG)
     # Configures vLLM's logging (our loggers live under ``vllm.``) before any
     # subcommand logs; after parse_args, so that --help never imports vLLM.
-    import vllm.logger  # noqa: F401
-
+    problem = _vllm_import_problem(args.command)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     if args.command == "doctor":
         return doctor.run(args)
     if args.command == "validate-sim":

@@ -16,7 +16,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from vllm_ascend_balance.gate import bound
 from vllm_ascend_balance.gate.collectives import natural_collective
-from vllm_ascend_balance.gate.scheduler import SEAM
+from vllm_ascend_balance.gate.seam import SEAM
 from vllm_ascend_balance.gate.settings import DEFAULT_POLICY
 from vllm_ascend_balance.wiring import ascend_steering
 from vllm_ascend_balance.wiring.config import SETTING, BalanceConfigError

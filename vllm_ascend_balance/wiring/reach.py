@@ -16,7 +16,7 @@ from typing import Any
 
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from vllm_ascend_balance.gate.scheduler import SEAM
+from vllm_ascend_balance.gate.seam import SEAM
 
 
 def has_seam(scheduler_cls: type = Scheduler) -> bool:

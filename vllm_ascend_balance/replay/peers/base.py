@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from vllm_ascend_balance.gate.scheduler import SEAM
+from vllm_ascend_balance.gate.seam import SEAM
 from vllm_ascend_balance.replay.peers.state import (
     RECENT_PREFILL_BATCHES,
     PassHistory,

@@ -148,7 +148,7 @@ def engine_scheduler_class(plan: Any, serve: argparse.Namespace) -> tuple[type, 
 
 def gate_line(plan: Any) -> str:
     """The "gate that will run" value for ``plan``."""
-    from vllm_ascend_balance.gate.scheduler import SEAM
+    from vllm_ascend_balance.gate.seam import SEAM
 
     if plan.active:
         return f"vllm-ascend-balance's, on Scheduler.{SEAM}() (one gather per step)"

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         say("warning", args.serve.parser_problem)
     for label, value in install_lines():
         say(label, value)
-    from vllm_ascend_balance.gate.scheduler import SEAM
+    from vllm_ascend_balance.gate.seam import SEAM
     from vllm_ascend_balance.wiring import ascend_steering
     from vllm_ascend_balance.wiring.activation_plan import gate_lines, plan_activation
     from vllm_ascend_balance.wiring.config import BalanceConfigError

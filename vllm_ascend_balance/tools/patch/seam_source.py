@@ -16,7 +16,8 @@ import ast
 import re
 from pathlib import Path
 
-SEAM = "_should_stop_admitting_waiting"
+from vllm_ascend_balance.gate.seam import SEAM
+
 SCHEDULER_REL = "vllm/v1/core/sched/scheduler.py"
 PRESENT, ABSENT, PARTIAL = "present", "absent", "partial"
 
