@@ -214,8 +214,39 @@ def test_vllm_ascend_precedence(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     if len(forms) > 1:
         assert any("is ignored" in w and expected[1] in w for w in warnings), warnings
+    if len(forms) > 1 and forms.get("env") == ("0" if expected[0] else "1"):
+        # The ignored env var as the user set it ("1", not "true").
+        shown = f"{ENV_SETTING}={forms['env']} is ignored"
+        assert any(shown in w for w in warnings), warnings
     if expected[1] != SETTING:
         assert any("deprecated" in w and expected[1] in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize(
+    ("forms", "note"),
+    [
+        ({}, f"{SETTING} is not set (off by default): vLLM runs untouched"),
+        ({"env": "0"}, f"{ENV_SETTING} is off: vLLM runs untouched"),
+        ({"legacy": False}, f"{LEGACY_SETTING} is off: vLLM runs untouched"),
+        ({"new": False}, f"{SETTING} is off: vLLM runs untouched"),
+    ],
+)
+def test_the_off_note_names_the_form_that_said_off(
+    forms: dict[str, Any], note: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """doctor's note names the switch to change: the one the user set (the
+    code before named the nested key whatever the form, set or not)."""
+    additional: dict[str, Any] = {}
+    if "new" in forms:
+        additional["scheduler_config"] = {"enable_balance_scheduling": forms["new"]}
+    if "legacy" in forms:
+        additional["enable_balance_scheduling"] = forms["legacy"]
+    if "env" in forms:
+        monkeypatch.setenv(ENV_SETTING, forms["env"])
+    else:
+        monkeypatch.delenv(ENV_SETTING, raising=False)
+    plan = activation_plan.plan_activation(vllm_config(additional), quiet=True)
+    assert not plan.active and plan.notes == [note], plan.notes
 
 
 @pytest.mark.parametrize("value", ["yes", "2", "", "on"])

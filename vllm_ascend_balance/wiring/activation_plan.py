@@ -115,7 +115,12 @@ def plan_activation(vllm_config: Any, quiet: bool = False) -> ActivationPlan:
     setting = read_balance_setting(vllm_config, quiet=quiet)
     plan = ActivationPlan(setting.enabled, False, setting)
     if not setting.enabled:
-        plan.notes.append(f"{SETTING} is off: vLLM runs untouched")
+        # Named as the user wrote it (or not at all): the nested key is not
+        # the one to change when the legacy key or the env var said false.
+        said = f"{setting.source} is off" if setting.source != "default" else (
+            f"{SETTING} is not set (off by default)"
+        )  # fmt: skip
+        plan.notes.append(f"{said}: vLLM runs untouched")
         return plan
     check_pd_mixed(vllm_config)
     exclusive = ascend_steering.check_exclusive(vllm_config)

@@ -264,7 +264,8 @@ def _read_enabled(
             logger.warning(
                 "balance scheduling: %s=%s is ignored, %s=%s takes precedence",
                 ignored,
-                json.dumps(value),
+                # The env var as the user set it ("1", not "true").
+                environ[ENV_SETTING] if ignored == ENV_SETTING else json.dumps(value),
                 source,
                 json.dumps(enabled),
             )
