@@ -66,6 +66,8 @@ CASES = {
         "0",
     ],
     "bad-json": ["--additional-config", '{"scheduler_config": '],
+    # One closing brace short: vLLM's own parser refuses this one (exit 2).
+    "bad-json-brace": ["--additional-config", ON[:-1], *DP],
     "no-such-scheduler": [
         "--additional-config",
         ON,
@@ -240,6 +242,25 @@ def test_unusable_flags_get_one_line_naming_the_flag(reports, case, words):
     for word in words:
         assert word in verdict
     assert "Traceback" not in report.stdout + report.stderr
+
+
+def test_a_malformed_json_flag_gets_the_hint_whoever_refuses_it(reports) -> None:
+    """vLLM's parser refuses some malformed objects itself (exit 2, as
+    ``vllm serve``), with "cannot be converted to <function loads at 0x...>";
+    doctor words that refusal as it words its own (exit 1 where vLLM's parser
+    lets the text through, test above): the flag, the JSON error, the fix."""
+    report = reports["bad-json-brace"]
+    hint = "--additional-config is not valid JSON (Expecting ',' delimiter"
+    assert "function loads" not in report.stderr, report.stderr[-2000:]
+    assert "Traceback" not in report.stdout + report.stderr
+    if report.returncode == 1:  # vLLM's parser let it through (or has none)
+        assert hint in report.field("verdict")
+        return
+    assert report.returncode == 2, report.stdout + report.stderr
+    last = report.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"vllm-ascend-balance doctor: error: argument --additional-config: {hint}"
+    ), last
 
 
 def test_an_argument_vllm_serve_refuses_is_refused_as_vllm_does(reports) -> None:

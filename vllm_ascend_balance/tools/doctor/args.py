@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import dataclasses
 import io
+import sys
 import textwrap
 from types import SimpleNamespace
 
@@ -130,7 +131,7 @@ def parse_serve_args(serve_args: list[str]) -> argparse.Namespace:
             f"registered (on Ascend: install vllm-ascend)"
         )
     if problem is None:
-        namespace = parser.parse_args(serve_args)
+        namespace = _parse_as_vllm(parser, serve_args)
     else:
         namespace, _ = parser.parse_known_args(serve_args)
         kv = namespace.kv_transfer_config
@@ -151,6 +152,48 @@ def parse_serve_args(serve_args: list[str]) -> argparse.Namespace:
     if refused:
         parser.error(refused)
     return namespace
+
+
+#: The JSON flags balance reads. vLLM's parser refuses a malformed object
+#: as "cannot be converted to <function loads at 0x...>"; doctor refuses it
+#: too (exit 2, as ``vllm serve`` would) with json_object's hint instead.
+JSON_FLAGS = ("--additional-config", "--kv-transfer-config")
+
+
+def _parse_as_vllm(
+    parser: argparse.ArgumentParser, serve_args: list[str]
+) -> argparse.Namespace:
+    """``parser.parse_args(serve_args)``, vLLM's refusal kept (exit 2) but
+    reworded where it is a malformed :data:`JSON_FLAGS` object."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            namespace = parser.parse_args(serve_args)
+    except SystemExit:
+        malformed = _malformed_json_flag(serve_args)
+        if malformed:
+            parser.error(malformed)  # in place of vLLM's usage and message
+        sys.stderr.write(said.getvalue())
+        raise
+    sys.stderr.write(said.getvalue())
+    return namespace
+
+
+def _malformed_json_flag(serve_args: list[str]) -> str | None:
+    """The one-line refusal of the first :data:`JSON_FLAGS` value that starts
+    as a JSON object (``{``, what vLLM's parser reads as JSON) but is not
+    one, or None."""
+    for i, arg in enumerate(serve_args):
+        flag, eq, value = arg.partition("=")
+        if flag not in JSON_FLAGS or not (eq or i + 1 < len(serve_args)):
+            continue
+        value = value if eq else serve_args[i + 1]
+        if value.lstrip().startswith("{"):
+            try:
+                json_object(value, flag)
+            except ValueError as exc:
+                return f"argument {flag}: {exc}"
+    return None
 
 
 def serve_args_refusal(serve_args: list[str]) -> str | None:
