@@ -46,10 +46,39 @@ def _probe_writable(option: str, value: str, directory: Path) -> None:
         ) from None
 
 
+def _is_trace(value: str, trace: str | None) -> bool:
+    """``value`` is the file ``--trace`` reads (a link or another spelling
+    of it too): writing there would replace the user's input with results."""
+    if trace is None or not os.path.exists(value) or not os.path.exists(trace):
+        return False
+    return os.path.samefile(value, trace)
+
+
+def _check_not_trace(options: ReplayOptions) -> None:
+    for option, value in (("--json", options.json), ("--plot", options.plot)):
+        if value and _is_trace(value, options.trace):
+            raise OutputPathError(
+                f"{option} {value}: is the input trace (--trace {options.trace}); "
+                f"write {option} to another file"
+            )
+    if options.run_dir and options.trace and os.path.exists(options.trace):
+        run_dir = Path(options.run_dir).resolve()
+        if run_dir in Path(options.trace).resolve().parents[1:]:
+            # The run writes (and first removes) subdirectories of the run
+            # dir, its model and one per run, never a file at its top: a
+            # trace in a subdirectory could be lost, one beside them not.
+            raise OutputPathError(
+                f"--run-dir {options.run_dir}: holds the input trace (--trace "
+                f"{options.trace}) in a subdirectory, which the run may replace; "
+                "move the trace out or pick another --run-dir"
+            )
+
+
 def check_outputs(options: ReplayOptions) -> None:
     """Every output path is usable, before any engine starts: its directory
     exists and a file can be created there (``--run-dir`` itself is created
-    by the run when missing)."""
+    by the run when missing), and none of them is the input trace."""
+    _check_not_trace(options)
     if options.json:
         _check_output_file("--json", options.json, None)
     if options.plot:

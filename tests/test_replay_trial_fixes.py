@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Replay inputs a user trial found mishandled: outputs that are the input
+trace, each refused in one line before any engine starts."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from vllm_ascend_balance.tools.cli import main
+
+pytestmark = pytest.mark.lane_scope("release")
+
+TRACE = '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 3}\n'
+
+
+def _refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert main(["replay", "--engine", "sim", "--repeat", "1", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vllm-ascend-balance replay: error: ")
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_an_output_that_is_the_trace_is_refused(tmp_path, capsys, option):
+    trace = tmp_path / "t.png"  # a name --plot accepts, read as JSONL (content)
+    trace.write_text(TRACE)
+    link = tmp_path / "link.png"
+    link.symlink_to(trace)
+    for out in (str(trace), str(link), f"{tmp_path}/../{tmp_path.name}/t.png"):
+        err = _refused(capsys, ["--trace", str(trace), option, out])
+        assert f"{option} {out}: is the input trace (--trace {trace})" in err
+    assert trace.read_text() == TRACE
+
+
+def test_a_trace_inside_the_run_dirs_subdirectories_is_refused(tmp_path, capsys):
+    trace = tmp_path / "model" / "t.jsonl"
+    trace.parent.mkdir()
+    trace.write_text(TRACE)
+    err = _refused(capsys, ["--trace", str(trace), "--run-dir", str(tmp_path)])
+    assert f"--run-dir {tmp_path}: holds the input trace" in err
+    assert trace.read_text() == TRACE
+    # Beside the run's directories, the trace is safe: accepted.
+    beside = tmp_path / "t.jsonl"
+    os.replace(trace, beside)
+    argv = ["--trace", str(beside), "--run-dir", str(tmp_path), "--mode", "off"]
+    assert main(["replay", "--engine", "sim", "--repeat", "1", *argv]) == 0
+    assert beside.read_text() == TRACE
