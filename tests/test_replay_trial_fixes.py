@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
 from vllm_ascend_balance.tools.cli import main
 
 pytestmark = pytest.mark.lane_scope("release")
@@ -48,3 +49,23 @@ def test_a_trace_inside_the_run_dirs_subdirectories_is_refused(tmp_path, capsys)
     argv = ["--trace", str(beside), "--run-dir", str(tmp_path), "--mode", "off"]
     assert main(["replay", "--engine", "sim", "--repeat", "1", *argv]) == 0
     assert beside.read_text() == TRACE
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("on+queued-leader+throttled", "two policies (queued-leader and throttled)"),
+        ("off,on+throttled+throttled:8", "two policies (throttled and throttled)"),
+        ("on+max-frozen:5+max-frozen:6", "max-frozen given twice; keep one"),
+        ("on+max-held:5+max-held:5", "max-held given twice"),
+        ("on+interval:2+interval:3", "interval given twice"),
+        ("on+on", "on given twice"),
+        ("aa,on", "the shorthand aa (= off,off) works only alone; "),
+        ("off,both", "e.g. --mode off,off,on"),
+    ],
+)
+def test_a_mode_names_each_setting_once_and_shorthands_stand_alone(text, words):
+    with pytest.raises(ModeError) as info:
+        parse_modes(text)
+    assert words in str(info.value) and "\n" not in str(info.value)
+    assert "unknown mode" not in str(info.value)

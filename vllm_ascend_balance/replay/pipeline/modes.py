@@ -54,8 +54,10 @@ every other one is compared with:
   (``prefill_schedule_interval``, >= 1; 1 = off).
 
 Shorthands: ``both`` = ``off,on``; ``aa`` = ``off,off`` (an A/A comparison:
-the same configuration twice, whose differences are noise). A mode named
-twice gets a ``'`` per repetition in its label (``off``, ``off'``).
+the same configuration twice, whose differences are noise), each the whole
+``--mode``. A mode named twice gets a ``'`` per repetition in its label
+(``off``, ``off'``); within a mode, ``on``, a policy and a bound each at
+most once.
 """
 
 from __future__ import annotations
@@ -204,8 +206,17 @@ def _one(text: str) -> Mode:
         name, _, value = part.partition(":")
         found = _by_mode_name(name)
         if part == "on":
+            if balance:
+                raise ModeError(f"--mode {text}: on given twice; keep one")
             balance = True
         elif found is not None:
+            if policy is not None:
+                # One balance_policy per deployment: a second would
+                # silently replace the first.
+                raise ModeError(
+                    f"--mode {text}: two policies ({policy.replace('_', '-')} and "
+                    f"{name}); a mode runs one, list each as its own mode"
+                )
             policy = found.name
             knobs = _knobs(text, found, value)
         elif name.replace("-", "_") in RETIRED:
@@ -225,6 +236,8 @@ def _one(text: str) -> Mode:
                     f"--mode {text}: {name}:N takes N from 1 to "
                     f"{MAX_BOUND_STEPS}, as the balance setting does, got {value}"
                 )
+            if name in numbers:
+                raise ModeError(f"--mode {text}: {name} given twice; keep one {name}:N")
             numbers[name] = int(value)
         else:
             ours = ", ".join(f"on+{p.mode_name}" for p in POLICIES.values())
@@ -267,6 +280,13 @@ def parse_modes(text: str) -> list[Mode]:
         raise ModeError(
             f"--mode {text!r}: an empty entry (a stray comma?), e.g. --mode off,on"
         )
+    for name in names:
+        if name in SHORTHANDS and len(names) > 1:
+            spelled = ",".join(SHORTHANDS.get(n, n) for n in names)
+            raise ModeError(
+                f"--mode {text}: the shorthand {name} (= {SHORTHANDS[name]}) "
+                f"works only alone; write its modes out, e.g. --mode {spelled}"
+            )
     modes: list[Mode] = []
     for name in names:
         mode = _one(name)
