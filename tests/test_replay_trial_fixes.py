@@ -8,7 +8,9 @@ import os
 
 import pytest
 
+from vllm_ascend_balance.replay.pipeline.environment import crowded_cores
 from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
+from vllm_ascend_balance.replay.pipeline.options import parse
 from vllm_ascend_balance.tools.cli import main
 
 pytestmark = pytest.mark.lane_scope("release")
@@ -69,3 +71,30 @@ def test_a_mode_names_each_setting_once_and_shorthands_stand_alone(text, words):
         parse_modes(text)
     assert words in str(info.value) and "\n" not in str(info.value)
     assert "unknown mode" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--dp", "257"], "--dp must be <= 256, got 257"),
+        (["--max-model-len", "1048577"], "--max-model-len must be <= 1048576"),
+        (
+            ["--max-model-len", "99999999999999999999"],
+            "--max-model-len must be <= 1048576",
+        ),
+    ],
+)
+def test_deployment_sizes_are_bounded(argv, words):
+    with pytest.raises(ValueError, match=words):
+        parse(argv)
+    # The limits themselves are accepted.
+    parse(["--dp", "256", "--max-model-len", "1048576"])
+
+
+def test_the_real_engine_warns_when_ranks_crowd_the_cores():
+    assert crowded_cores(4, "asyncllm", cores=2) is None  # the documented example
+    assert crowded_cores(256, "sim", cores=2) is None
+    warning = crowded_cores(64, "asyncllm", cores=2)
+    assert warning is not None and "\n" not in warning
+    assert "--dp 64 starts 64 engine processes on 2 CPU core(s)" in warning
+    assert "--engine sim" in warning

@@ -33,6 +33,7 @@ from vllm_ascend_balance.replay.pipeline.engine import (
     load_engine,
 )
 from vllm_ascend_balance.replay.pipeline.environment import (
+    crowded_cores,
     interrupt_cause,
     sigterm_as_ctrl_c,
     vllm_logs_to_stderr,
@@ -70,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # WorkloadError, ModeError, OutputPathError
         _error(str(exc))
         return 2
+    crowded = crowded_cores(options.dp, options.engine)
+    if crowded:
+        print(crowded, file=sys.stderr)
     own_ipc_dir()
     try:
         with sigterm_as_ctrl_c(), work_dir(options.run_dir) as work:

@@ -5,6 +5,7 @@ logs go, and SIGTERM, which stops it as Ctrl-C does."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import tempfile
@@ -17,6 +18,7 @@ from vllm_ascend_balance.logger import init_logger
 
 __all__ = [
     "Terminated",
+    "crowded_cores",
     "interrupt_cause",
     "signal_name",
     "sigterm_as_ctrl_c",
@@ -38,6 +40,27 @@ def work_dir(run_dir: str | None) -> Iterator[str]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def crowded_cores(dp: int, engine: str, cores: int | None = None) -> str | None:
+    """A one-line warning when the real engine's ``dp`` engine processes
+    (one per rank) crowd this machine's ``cores`` (default: the ones this
+    process may run on), else None. More than two ranks a core: the
+    documented ``--dp 4`` example runs on 2 cores; ``--dp 64`` there only
+    overruns its pacing. A warning, not a refusal: a bigger machine later,
+    or a patient user, may want it."""
+    if engine == "sim":
+        return None
+    if cores is None:
+        affinity = getattr(os, "sched_getaffinity", None)  # Linux only
+        cores = len(affinity(0)) if affinity else os.cpu_count() or 1
+    if dp <= 2 * cores:
+        return None
+    return (
+        f"replay: warning: --dp {dp} starts {dp} engine processes on {cores} "
+        f"CPU core(s): runs will be slow and overrun their pacing; use "
+        f"--engine sim for a large DP (up to 256)"
+    )
 
 
 class Terminated(KeyboardInterrupt):

@@ -91,7 +91,9 @@ def check_bounds(obj: Any) -> None:
             raise ValueError(f"{flag(f.name)} must be {finite}> {gt:g}, got {value}")
         le = f.metadata.get("le")
         if le is not None and not value <= le:
-            raise ValueError(f"{flag(f.name)} must be {finite}<= {le:g}, got {value}")
+            # :g alone writes 1048576 as 1.04858e+06
+            shown = f"{le:g}" if isinstance(le, float) else str(le)
+            raise ValueError(f"{flag(f.name)} must be {finite}<= {shown}, got {value}")
 
 
 class HelpFormatter(

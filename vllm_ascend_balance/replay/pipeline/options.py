@@ -49,6 +49,13 @@ SGLANG_PASSES = ("mixed", "two-pass", "prefill-first")
 #: ``--sglang-defer``: which chunks in flight SGLang's interval holds.
 SGLANG_DEFERS = ("throttle", "every-rank")
 _IN, _DEP, _CMP, _OUT = "input", "deployment", "comparison", "output"
+#: ``--dp``: production DP MoE runs up to 256 ranks (--help, docs/replay.md);
+#: beyond, the one-process simulation only grows until memory runs out.
+MAX_DP = 256
+#: ``--max-model-len``: 1M tokens, the longest context of today's production
+#: models (e.g. Qwen2.5-1M); the simulated engine holds a prompt that long
+#: (~36 MB of token ids), so an absurd length only exhausts memory.
+MAX_MODEL_LEN = 1 << 20
 #: The gate's policies in the ``--mode`` grammar, from their registry.
 _OUR_MODES = ", ".join(policy_usage(p).split(";")[0] for p in POLICIES.values())
 
@@ -130,7 +137,9 @@ class ReplayOptions:
         choices=SGLANG_DEFERS, group=_IN,
     )  # fmt: skip
     # deployment
-    dp: int = option(2, "data-parallel size", ge=1, group=_DEP)
+    dp: int = option(
+        2, f"data-parallel size (<= {MAX_DP})", ge=1, le=MAX_DP, group=_DEP
+    )
     max_num_seqs: int = option(
         16, "per-rank running cap (the balance gate's cap)",
         metavar="N", ge=1, group=_DEP,
@@ -140,8 +149,9 @@ class ReplayOptions:
         metavar="N", ge=1, group=_DEP,
     )  # fmt: skip
     max_model_len: int = option(
-        16384, "model length: prompt + output tokens of any request",
-        metavar="N", ge=1, group=_DEP,
+        16384, "model length: prompt + output tokens of any request "
+        f"(<= {MAX_MODEL_LEN})",
+        metavar="N", ge=1, le=MAX_MODEL_LEN, group=_DEP,
     )  # fmt: skip
     kv_cache_tokens: int | None = option(
         None,
