@@ -4,17 +4,25 @@ trace, each refused in one line before any engine starts."""
 
 from __future__ import annotations
 
+import io
 import os
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
 from vllm_ascend_balance.replay.pipeline.environment import crowded_cores
 from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
 from vllm_ascend_balance.replay.pipeline.options import parse
+from vllm_ascend_balance.replay.pipeline.workload import Workload, load_workload
 from vllm_ascend_balance.tools.cli import main
 
 pytestmark = pytest.mark.lane_scope("release")
 
+AZURE_TRACE = (
+    Path(__file__).parent / "data" / "azure_llm_inference_2023_conv_first300.csv"
+)
 TRACE = '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 3}\n'
 
 
@@ -98,3 +106,39 @@ def test_the_real_engine_warns_when_ranks_crowd_the_cores():
     assert warning is not None and "\n" not in warning
     assert "--dp 64 starts 64 engine processes on 2 CPU core(s)" in warning
     assert "--engine sim" in warning
+
+
+def _load(trace: str) -> Workload:
+    return load_workload(
+        trace, seed=0, start_s=0.0, duration_s=None, limit=None, rate_scale=1.0,
+        max_model_len=16384, dp_size=2, clip=True,
+    )  # fmt: skip
+
+
+def test_a_trace_through_a_fifo_is_read_once(tmp_path):
+    fifo = tmp_path / "trace"
+    os.mkfifo(fifo)
+    data = AZURE_TRACE.read_bytes()
+
+    def feed() -> None:
+        with open(fifo, "wb") as w:  # blocks until the reader opens it
+            w.write(data)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    workload = _load(str(fifo))
+    writer.join(timeout=10)
+    assert workload.kind == "azure-csv"
+    assert len(workload.requests) == len(_load(str(AZURE_TRACE)).requests)
+
+
+def test_trace_dash_reads_stdin(monkeypatch):
+    stdin = io.TextIOWrapper(io.BytesIO(TRACE.encode() * 2))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    workload = _load("-")
+    assert (workload.kind, workload.source, len(workload.requests)) == (
+        "jsonl",
+        "<stdin>",
+        2,
+    )
+    assert not stdin.closed  # not ours to close

@@ -69,7 +69,7 @@ class ReplayOptions:
         None,
         "Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens) "
         "or JSONL ({arrival_s, prompt_tokens, output_tokens[, rank]} per line); "
-        "default: the built-in bursty mix",
+        "- reads stdin; default: the built-in bursty mix",
         metavar="FILE",
         group=_IN,
     )

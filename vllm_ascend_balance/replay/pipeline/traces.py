@@ -3,7 +3,8 @@
 
 Formats (JSONL for a ``.jsonl`` or ``.json`` file or a first non-blank line
 that opens a JSON object or array, else the CSV; UTF-8 text, a byte-order
-mark is accepted):
+mark is accepted). ``-`` reads standard input; any file is read once, so a
+pipe or a FIFO (``--trace <(zcat trace.csv.gz)``) works as a file does.
 
 - Azure LLM inference trace CSV (Azure Public Dataset, e.g.
   ``AzureLLMInferenceTrace_conv.csv``): header
@@ -27,13 +28,15 @@ names the file and line and says what is wrong, in one line.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from vllm_ascend_balance.logger import init_logger
 from vllm_ascend_balance.replay.pipeline.workload_types import (
@@ -44,6 +47,8 @@ from vllm_ascend_balance.replay.pipeline.workload_types import (
 logger = init_logger(__name__)
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+#: How messages name ``--trace -``.
+STDIN = "<stdin>"
 
 
 def _int_field(value: Any, name: str, where: str) -> int:
@@ -60,14 +65,17 @@ def _int_field(value: Any, name: str, where: str) -> int:
     return number
 
 
-@contextmanager
-def _open_text(path: Path) -> Iterator[Iterator[tuple[int, str]]]:
-    """``(line number, text)`` of every line of ``path``, decoded as UTF-8
-    (a leading byte-order mark is dropped; line ends are kept). A byte that
-    is not UTF-8, wherever it is, is a :class:`WorkloadError` naming its
-    line; a file that cannot be opened is one too."""
+def _name(path: Path) -> str:
+    return STDIN if str(path) == "-" else str(path)
+
+
+def _open_bytes(path: Path) -> BinaryIO:
+    """``path`` opened for reading, ``-`` standard input; a file that cannot
+    be opened is a :class:`WorkloadError`."""
+    if str(path) == "-":
+        return sys.stdin.buffer
     try:
-        f = path.open("rb")
+        return path.open("rb")
     except IsADirectoryError:
         raise WorkloadError(f"{path}: is a directory") from None
     except FileNotFoundError:
@@ -75,23 +83,34 @@ def _open_text(path: Path) -> Iterator[Iterator[tuple[int, str]]]:
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc.strerror})") from None
 
-    def lines() -> Iterator[tuple[int, str]]:
+
+def _decoded(name: str, f: BinaryIO) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every line of ``f``, decoded as UTF-8
+    (a leading byte-order mark is dropped; line ends are kept). A byte that
+    is not UTF-8, wherever it is, is a :class:`WorkloadError` naming its
+    line, and so is a read error."""
+    try:
         for line_no, raw in enumerate(f, start=1):
             try:
                 text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 raise WorkloadError(
-                    f"{path}:{line_no}: not UTF-8 text (byte 0x{raw[exc.start]:02x} "
+                    f"{name}:{line_no}: not UTF-8 text (byte 0x{raw[exc.start]:02x} "
                     f"at column {exc.start + 1})"
                 ) from None
             yield line_no, text
-
-    try:
-        yield lines()
     except OSError as exc:  # a read error (e.g. EIO, EISDIR on read)
-        raise WorkloadError(f"{path}: cannot read ({exc.strerror})") from None
+        raise WorkloadError(f"{name}: cannot read ({exc.strerror})") from None
+
+
+@contextmanager
+def _open_text(path: Path) -> Iterator[Iterator[tuple[int, str]]]:
+    """:func:`_decoded` lines of ``path``, closed at the end."""
+    f = _open_bytes(path)
+    try:
+        yield _decoded(_name(path), f)
     finally:
-        f.close()
+        _close(f)
 
 
 def _parse_timestamp(text: str, where: str) -> datetime:
@@ -118,103 +137,128 @@ def read_azure_csv(path: Path) -> Iterator[ReplayRequest]:
     """Rows of an Azure LLM inference trace CSV, arrivals relative to the
     first row. Raises :class:`WorkloadError` on a malformed row."""
     with _open_text(path) as lines:
-        reader = csv.reader(text for _, text in lines)
-        header = next(reader, None)
-        if header is None:
-            raise WorkloadError(f"{path}:1: empty file")
-        header = [h.strip() for h in header]
-        missing = [c for c in AZURE_COLUMNS if c not in header]
-        if missing:
+        yield from _azure_rows(_name(path), lines)
+
+
+def _azure_rows(path: str, lines: Iterator[tuple[int, str]]) -> Iterator[ReplayRequest]:
+    reader = csv.reader(text for _, text in lines)
+    header = next(reader, None)
+    if header is None:
+        raise WorkloadError(f"{path}:1: empty file")
+    header = [h.strip() for h in header]
+    missing = [c for c in AZURE_COLUMNS if c not in header]
+    if missing:
+        raise WorkloadError(
+            f"{path}:1: header lacks column(s) {', '.join(missing)} "
+            f"(need {','.join(AZURE_COLUMNS)})"
+        )
+    cols = {name: header.index(name) for name in AZURE_COLUMNS}
+    first: datetime | None = None
+    previous: datetime | None = None
+    index = 0
+    for row in reader:
+        line = reader.line_num
+        where = f"{path}:{line}"
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        if len(row) < len(header):
             raise WorkloadError(
-                f"{path}:1: header lacks column(s) {', '.join(missing)} "
-                f"(need {','.join(AZURE_COLUMNS)})"
+                f"{where}: {len(row)} column(s), expected {len(header)} "
+                f"({','.join(header)})"
             )
-        cols = {name: header.index(name) for name in AZURE_COLUMNS}
-        first: datetime | None = None
-        previous: datetime | None = None
-        index = 0
-        for row in reader:
-            line = reader.line_num
-            where = f"{path}:{line}"
-            if not row or all(not cell.strip() for cell in row):
-                continue
-            if len(row) < len(header):
-                raise WorkloadError(
-                    f"{where}: {len(row)} column(s), expected {len(header)} "
-                    f"({','.join(header)})"
-                )
-            stamp = _parse_timestamp(row[cols["TIMESTAMP"]], where)
-            prompt = _int_field(row[cols["ContextTokens"]], "ContextTokens", where)
-            output = _int_field(row[cols["GeneratedTokens"]], "GeneratedTokens", where)
-            if previous is not None and stamp < previous:
-                raise WorkloadError(
-                    f"{where}: TIMESTAMP {row[cols['TIMESTAMP']].strip()} is earlier "
-                    f"than the previous row's (rows must be in time order)"
-                )
-            first = first or stamp
-            previous = stamp
-            yield ReplayRequest(
-                index, (stamp - first).total_seconds(), prompt, output, None, where
+        stamp = _parse_timestamp(row[cols["TIMESTAMP"]], where)
+        prompt = _int_field(row[cols["ContextTokens"]], "ContextTokens", where)
+        output = _int_field(row[cols["GeneratedTokens"]], "GeneratedTokens", where)
+        if previous is not None and stamp < previous:
+            raise WorkloadError(
+                f"{where}: TIMESTAMP {row[cols['TIMESTAMP']].strip()} is earlier "
+                f"than the previous row's (rows must be in time order)"
             )
-            index += 1
+        first = first or stamp
+        previous = stamp
+        yield ReplayRequest(
+            index, (stamp - first).total_seconds(), prompt, output, None, where
+        )
+        index += 1
 
 
 def read_jsonl(path: Path) -> Iterator[ReplayRequest]:
     """Requests of a JSONL workload (format in the module docstring)."""
+    with _open_text(path) as lines:
+        yield from _jsonl_rows(_name(path), lines)
+
+
+def _jsonl_rows(path: str, lines: Iterator[tuple[int, str]]) -> Iterator[ReplayRequest]:
     previous = -math.inf
     index = 0
-    with _open_text(path) as lines:
-        for line_no, line in lines:
-            where = f"{path}:{line_no}"
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise WorkloadError(f"{where}: expected a JSON object")
-            for key in ("arrival_s", "prompt_tokens", "output_tokens"):
-                if key not in obj:
-                    raise WorkloadError(f"{where}: missing field {key!r}")
-            arrival = obj["arrival_s"]
-            if isinstance(arrival, bool) or not isinstance(arrival, int | float):
-                raise WorkloadError(
-                    f"{where}: arrival_s must be a number, got {arrival!r}"
-                )
-            if not math.isfinite(arrival) or arrival < 0:
-                raise WorkloadError(
-                    f"{where}: arrival_s must be a finite number >= 0, got {arrival}"
-                )
-            if arrival < previous:
-                raise WorkloadError(
-                    f"{where}: arrival_s {arrival} is earlier than the previous "
-                    f"line's {previous} (lines must be in time order)"
-                )
-            previous = arrival
-            prompt = _int_field(obj["prompt_tokens"], "prompt_tokens", where)
-            output = _int_field(obj["output_tokens"], "output_tokens", where)
-            rank = obj.get("rank")
-            if rank is not None:
-                rank = _int_field(rank, "rank", where)
-            yield ReplayRequest(index, float(arrival), prompt, output, rank, where)
-            index += 1
-
-
-def sniff_kind(path: Path) -> str:
-    """``"azure-csv"`` or ``"jsonl"`` from the file's suffix and its first
-    non-blank line (after a byte-order mark, if any): a line of JSON that is
-    not an object then gets the JSONL reader's error, not the CSV header's."""
-    with _open_text(path) as lines:
-        for _, line in lines:
-            if line.strip():
-                json_like = line.lstrip().startswith(("{", "["))
-                named = path.suffix.lower() in (".jsonl", ".json")
-                return "jsonl" if json_like or named else "azure-csv"
-    raise WorkloadError(f"{path}: empty file")
+    for line_no, line in lines:
+        where = f"{path}:{line_no}"
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise WorkloadError(f"{where}: expected a JSON object")
+        for key in ("arrival_s", "prompt_tokens", "output_tokens"):
+            if key not in obj:
+                raise WorkloadError(f"{where}: missing field {key!r}")
+        arrival = obj["arrival_s"]
+        if isinstance(arrival, bool) or not isinstance(arrival, int | float):
+            raise WorkloadError(f"{where}: arrival_s must be a number, got {arrival!r}")
+        if not math.isfinite(arrival) or arrival < 0:
+            raise WorkloadError(
+                f"{where}: arrival_s must be a finite number >= 0, got {arrival}"
+            )
+        if arrival < previous:
+            raise WorkloadError(
+                f"{where}: arrival_s {arrival} is earlier than the previous "
+                f"line's {previous} (lines must be in time order)"
+            )
+        previous = arrival
+        prompt = _int_field(obj["prompt_tokens"], "prompt_tokens", where)
+        output = _int_field(obj["output_tokens"], "output_tokens", where)
+        rank = obj.get("rank")
+        if rank is not None:
+            rank = _int_field(rank, "rank", where)
+        yield ReplayRequest(index, float(arrival), prompt, output, rank, where)
+        index += 1
 
 
 def read_trace(path: Path) -> tuple[str, Iterator[ReplayRequest]]:
-    """``(kind, requests)`` of a trace file in either format."""
-    kind = sniff_kind(path)
-    return kind, (read_jsonl(path) if kind == "jsonl" else read_azure_csv(path))
+    """``(kind, requests)`` of a trace file in either format, ``-`` standard
+    input. The file is opened and read once, so a pipe (``<(...)``, a FIFO,
+    stdin) reads as a file does: the kind is sniffed from the lines up to
+    the first non-blank one (after a byte-order mark, if any), which the
+    reader then gets back; a line of JSON that is not an object then gets
+    the JSONL reader's error, not the CSV header's. JSONL for a ``.jsonl``
+    or ``.json`` name or a line opening a JSON object or array."""
+    name = _name(path)
+    f = _open_bytes(path)
+    lines = _decoded(name, f)
+    peeked: list[tuple[int, str]] = []
+    for item in lines:
+        peeked.append(item)
+        if item[1].strip():
+            break
+    else:
+        _close(f)
+        raise WorkloadError(f"{name}: empty file")
+    json_like = peeked[-1][1].lstrip().startswith(("{", "["))
+    named = path.suffix.lower() in (".jsonl", ".json")
+    kind = "jsonl" if json_like or named else "azure-csv"
+    rows = _jsonl_rows if kind == "jsonl" else _azure_rows
+
+    def requests() -> Iterator[ReplayRequest]:
+        try:
+            yield from rows(name, itertools.chain(peeked, lines))
+        finally:
+            _close(f)
+
+    return kind, requests()
+
+
+def _close(f: BinaryIO) -> None:
+    if f is not sys.stdin.buffer:
+        f.close()

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from vllm_ascend_balance.logger import init_logger
-from vllm_ascend_balance.replay.pipeline.traces import read_trace
+from vllm_ascend_balance.replay.pipeline.traces import STDIN, read_trace
 from vllm_ascend_balance.replay.pipeline.workload_types import (
     AZURE_ATTRIBUTION,
     ReplayRequest,
@@ -199,12 +199,12 @@ def load_workload(
         requests: Iterable[ReplayRequest] = builtin_requests(seed)
     else:
         path = Path(trace)
-        if path.is_dir():
+        if trace != "-" and path.is_dir():
             raise WorkloadError(f"{path}: is a directory")
-        if not path.exists():
+        if trace != "-" and not path.exists():
             raise WorkloadError(f"{path}: no such file")
         kind, requests = read_trace(path)
-        source = str(path)
+        source = STDIN if trace == "-" else str(path)
     chosen = select(
         requests,
         start_s=start_s,
