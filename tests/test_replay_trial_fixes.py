@@ -15,7 +15,11 @@ import pytest
 from vllm_ascend_balance.replay.pipeline.environment import crowded_cores
 from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
 from vllm_ascend_balance.replay.pipeline.options import parse
-from vllm_ascend_balance.replay.pipeline.workload import Workload, load_workload
+from vllm_ascend_balance.replay.pipeline.workload import (
+    AZURE_ATTRIBUTION,
+    Workload,
+    load_workload,
+)
 from vllm_ascend_balance.tools.cli import main
 
 pytestmark = pytest.mark.lane_scope("release")
@@ -142,3 +146,19 @@ def test_trace_dash_reads_stdin(monkeypatch):
         2,
     )
     assert not stdin.closed  # not ours to close
+
+
+def test_the_attribution_is_for_the_azure_trace_only(tmp_path):
+    assert _load(str(AZURE_TRACE)).attribution == AZURE_ATTRIBUTION
+    # The shipped slice under another name, with CRLF line ends or not.
+    copy = tmp_path / "mine.csv"
+    copy.write_text(AZURE_TRACE.read_text().replace("\r\n", "\n"))
+    assert _load(str(copy)).attribution == AZURE_ATTRIBUTION
+    own = tmp_path / "own.csv"
+    own.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2024-01-01 00:00:00,100,10\n2024-01-01 00:00:01,200,20\n"
+    )
+    workload = _load(str(own))
+    assert workload.kind == "azure-csv" and workload.attribution is None
+    assert _load(str(tmp_path / "../" / tmp_path.name / "own.csv")).attribution is None

@@ -196,6 +196,7 @@ def load_workload(
     """
     if trace is None:
         kind, source = "builtin", f"built-in bursty mix (seed {seed})"
+        azure = False
         requests: Iterable[ReplayRequest] = builtin_requests(seed)
     else:
         path = Path(trace)
@@ -203,7 +204,7 @@ def load_workload(
             raise WorkloadError(f"{path}: is a directory")
         if trace != "-" and not path.exists():
             raise WorkloadError(f"{path}: no such file")
-        kind, requests = read_trace(path)
+        kind, azure, requests = read_trace(path)
         source = STDIN if trace == "-" else str(path)
     chosen = select(
         requests,
@@ -227,4 +228,4 @@ def load_workload(
         else ("prompt_tokens", "output_tokens")
     )
     checked, clipped = check_lengths(chosen, max_model_len, dp_size, clip, fields)
-    return Workload(checked, source, kind, clipped)
+    return Workload(checked, source, kind, clipped, azure)

@@ -51,10 +51,13 @@ class Workload:
     source: str
     kind: str  # "builtin", "azure-csv" or "jsonl"
     clipped: int = 0
+    #: (a slice of) the Azure trace itself, not a CSV in its layout: its
+    #: license's attribution is due (traces.AZURE_2023_CONV_HEAD).
+    azure: bool = False
 
     @property
     def attribution(self) -> str | None:
-        return AZURE_ATTRIBUTION if self.kind == "azure-csv" else None
+        return AZURE_ATTRIBUTION if self.azure else None
 
     def summary(self) -> dict[str, Any]:
         reqs = self.requests
