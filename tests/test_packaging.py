@@ -310,12 +310,18 @@ WITHOUT_VLLM = [
     (["validate-sim"], 1, "error: vLLM is not installed in this Python "
      "environment; `validate-sim` runs it: install a vLLM with the seam "
      "(docs/install.md)"),
+    (["demo", "--port", "0"], 1, "error: vLLM is not installed in this Python "
+     "environment; `demo` runs it: install a vLLM with the seam (docs/install.md)"),
     (["patch-vllm", "--check"], 1,
      "error: vLLM is not installed in this Python environment"),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("argv", "status", "expected"), WITHOUT_VLLM)
+@pytest.mark.parametrize(
+    ("argv", "status", "expected"),
+    WITHOUT_VLLM,
+    ids=[" ".join(c[0]) for c in WITHOUT_VLLM],
+)
 def test_the_commands_without_vllm_answer_in_one_line(
     bare_venv: Path, argv: list[str], status: int, expected: str
 ) -> None:

@@ -99,14 +99,18 @@ def _patch_vllm(argv: list[str]) -> int:
     return patch_vllm.run(parser.parse_args(argv))
 
 
+def _not_installed(command: str) -> str:
+    return (
+        f"vLLM is not installed in this Python environment; `{command}` "
+        "runs it: install a vLLM with the seam (docs/install.md)"
+    )
+
+
 def _vllm_import_problem(command: str) -> str | None:
     """Why vLLM does not import here (one line naming the fix), or None once
     ``vllm.logger`` is imported."""
     if importlib.util.find_spec("vllm") is None:
-        return (
-            f"vLLM is not installed in this Python environment; `{command}` "
-            "runs it: install a vLLM with the seam (docs/install.md)"
-        )
+        return _not_installed(command)
     try:
         import vllm.logger  # noqa: F401
     except ImportError as exc:
@@ -132,6 +136,10 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "demo":
         # Starts vLLM in a subprocess; this process never imports it.
         from vllm_ascend_balance.tools.demo import cli as demo_cli
+
+        if importlib.util.find_spec("vllm") is None:
+            print(f"error: {_not_installed('demo')}", file=sys.stderr)
+            return 1
 
         return demo_cli.run(args)
     if args.command == "patch-vllm":  # taken above; kept for a direct call
