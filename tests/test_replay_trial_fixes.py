@@ -162,3 +162,15 @@ def test_the_attribution_is_for_the_azure_trace_only(tmp_path):
     workload = _load(str(own))
     assert workload.kind == "azure-csv" and workload.attribution is None
     assert _load(str(tmp_path / "../" / tmp_path.name / "own.csv")).attribution is None
+
+
+def test_an_unknown_jsonl_field_is_refused(tmp_path, capsys):
+    # "rnak" (a typo of rank) was silently dropped: the request ran unpinned.
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE + '{"arrival_s": 0, "prompt_tokens": 10, '
+                     '"output_tokens": 5, "rnak": 1}\n')  # fmt: skip
+    err = _refused(capsys, ["--trace", str(trace)])
+    assert (
+        f"{trace}:2: unknown field(s) 'rnak' "
+        "(accepted: arrival_s, prompt_tokens, output_tokens, rank)"
+    ) in err

@@ -19,7 +19,8 @@ pipe or a FIFO (``--trace <(zcat trace.csv.gz)``) works as a file does.
   ``arrival_s`` (seconds from the start, non-decreasing), ``prompt_tokens``
   (>= 1) and ``output_tokens`` (>= 1) are required; ``rank`` (optional)
   pins the request to a DP rank (``AsyncLLM.generate(data_parallel_rank=)``),
-  otherwise vLLM's DP load balancer chooses.
+  otherwise vLLM's DP load balancer chooses. Any other field is an error
+  (a typo such as ``rnak`` would otherwise silently unpin the request).
 
 Every reader error is a :class:`~.workload_types.WorkloadError` whose message
 names the file and line and says what is wrong, in one line.
@@ -58,6 +59,9 @@ AZURE_2023_CONV_HEAD = (
 _AZURE_HEAD_LINES = 4
 #: How messages name ``--trace -``.
 STDIN = "<stdin>"
+#: Every field a JSONL line may carry (the schema above); any other is
+#: refused, since a misspelt optional field (``rnak``) was silently dropped.
+JSONL_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens", "rank")
 
 
 def _int_field(value: Any, name: str, where: str) -> int:
@@ -210,6 +214,12 @@ def _jsonl_rows(path: str, lines: Iterator[tuple[int, str]]) -> Iterator[ReplayR
             raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
         if not isinstance(obj, dict):
             raise WorkloadError(f"{where}: expected a JSON object")
+        unknown = [key for key in obj if key not in JSONL_FIELDS]
+        if unknown:
+            raise WorkloadError(
+                f"{where}: unknown field(s) {', '.join(map(repr, unknown))} "
+                f"(accepted: {', '.join(JSONL_FIELDS)})"
+            )
         for key in ("arrival_s", "prompt_tokens", "output_tokens"):
             if key not in obj:
                 raise WorkloadError(f"{where}: missing field {key!r}")
