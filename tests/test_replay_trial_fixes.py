@@ -4,6 +4,7 @@ trace, each refused in one line before any engine starts."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import sys
@@ -14,11 +15,16 @@ import pytest
 
 from vllm_ascend_balance.replay.pipeline.environment import crowded_cores
 from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
-from vllm_ascend_balance.replay.pipeline.options import parse
+from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, parse
 from vllm_ascend_balance.replay.pipeline.workload import (
     AZURE_ATTRIBUTION,
+    RATE_SCALE_MAX,
+    RATE_SCALE_MIN,
     Workload,
+    WorkloadError,
+    builtin_requests,
     load_workload,
+    select,
 )
 from vllm_ascend_balance.tools.cli import main
 
@@ -174,3 +180,28 @@ def test_an_unknown_jsonl_field_is_refused(tmp_path, capsys):
         f"{trace}:2: unknown field(s) 'rnak' "
         "(accepted: arrival_s, prompt_tokens, output_tokens, rank)"
     ) in err
+
+
+@pytest.mark.parametrize(
+    "scale, bound",
+    [("1e-300", ">= 0.001"), ("0.0009", ">= 0.001"), ("1001", "<= 1000"),
+     ("nan", ">= 0.001")],
+)  # fmt: skip
+def test_a_rate_scale_out_of_range_is_refused(capsys, scale, bound):
+    # 1e-300 was accepted: the banner gave a 300-digit modeled makespan.
+    err = _refused(capsys, ["--rate-scale", scale])
+    assert f"--rate-scale must be a finite number {bound}, got {float(scale)}" in err
+
+
+def test_the_rate_scale_bounds_are_accepted_and_agree():
+    reqs = builtin_requests(seed=0)
+    for scale in (RATE_SCALE_MIN, RATE_SCALE_MAX):
+        assert len(select(reqs, rate_scale=scale)) == len(reqs)
+        with pytest.raises(WorkloadError, match="from 0.001 to 1000"):
+            select(reqs, rate_scale=scale * (0.5 if scale < 1 else 2))
+    # The option's bounds (checked at parse time) are the library's.
+    meta = {f.name: f.metadata for f in dataclasses.fields(ReplayOptions)}
+    assert (meta["rate_scale"]["ge"], meta["rate_scale"]["le"]) == (
+        RATE_SCALE_MIN,
+        RATE_SCALE_MAX,
+    )

@@ -84,8 +84,8 @@ class ReplayOptions:
     )  # fmt: skip
     limit: int | None = option(None, "at most N requests", metavar="N", ge=1, group=_IN)
     rate_scale: float = option(
-        1.0, "divide inter-arrival times by X (2 = twice the rate)",
-        metavar="X", gt=0.0, group=_IN,
+        1.0, "divide inter-arrival times by X (2 = twice the rate; "
+        "0.001 to 1000)", metavar="X", ge=1e-3, le=1e3, group=_IN,
     )  # fmt: skip
     clip: bool = option(
         False,

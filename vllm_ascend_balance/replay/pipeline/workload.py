@@ -24,8 +24,16 @@ from vllm_ascend_balance.replay.pipeline.workload_types import (
     WorkloadError,
 )
 
+#: ``--rate-scale`` range. The docs use 2 and the benchmarks at most DP/2 =
+#: 128; past 1,000 a shipped trace's arrivals collapse into one burst and
+#: below 0.001 a trace minute lasts 17 modeled hours (1e-300 printed a
+#: 300-digit makespan): both are typos, not experiments.
+RATE_SCALE_MIN, RATE_SCALE_MAX = 1e-3, 1e3
+
 __all__ = [
     "AZURE_ATTRIBUTION",
+    "RATE_SCALE_MAX",
+    "RATE_SCALE_MIN",
     "ReplayRequest",
     "Workload",
     "WorkloadError",
@@ -80,9 +88,10 @@ def select(
     the first selected one and divided by ``rate_scale`` (2 = twice the
     request rate). Reading stops early once past the window or limit, so a
     slice of a large trace does not read (or validate) the rest."""
-    if not math.isfinite(rate_scale) or rate_scale <= 0:
+    if not RATE_SCALE_MIN <= rate_scale <= RATE_SCALE_MAX:  # NaN too
         raise WorkloadError(
-            f"--rate-scale must be a finite number > 0, got {rate_scale}"
+            f"--rate-scale must be a finite number from {RATE_SCALE_MIN:g} to "
+            f"{RATE_SCALE_MAX:g}, got {rate_scale}"
         )
     if not math.isfinite(start_s) or start_s < 0:
         raise WorkloadError(f"--start must be a finite number >= 0, got {start_s}")
