@@ -16,6 +16,7 @@ import pytest
 from vllm_ascend_balance.replay.pipeline.environment import crowded_cores
 from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, parse
+from vllm_ascend_balance.replay.pipeline.paths import check_outputs
 from vllm_ascend_balance.replay.pipeline.workload import (
     AZURE_ATTRIBUTION,
     RATE_SCALE_MAX,
@@ -205,3 +206,20 @@ def test_the_rate_scale_bounds_are_accepted_and_agree():
         RATE_SCALE_MIN,
         RATE_SCALE_MAX,
     )
+
+
+def test_an_existing_unwritable_output_names_the_file(tmp_path, capsys):
+    # /proc/version exists; the refusal blamed its directory ("cannot write
+    # in /proc (No such file or directory)").
+    if not os.path.isfile("/proc/version"):
+        pytest.skip("needs Linux /proc")
+    err = _refused(capsys, ["--json", "/proc/version"])
+    assert "--json /proc/version: " in err
+    if "not writable" not in err:  # a non-root user fails os.access first
+        assert "the file exists but cannot be written (" in err
+        assert "pick another file" in err
+    # An existing writable file is accepted by the check, untouched.
+    out = tmp_path / "out.json"
+    out.write_text("keep")
+    check_outputs(parse(["--json", str(out)]))
+    assert out.read_text() == "keep"

@@ -31,7 +31,30 @@ def _check_output_file(option: str, value: str, suffixes: set[str] | None) -> No
         )
     if path.exists() and not os.access(path, os.W_OK):
         raise OutputPathError(f"{option} {value}: not writable")
-    _probe_writable(option, value, parent)
+    if path.is_file():
+        # Written in place: the file, not its directory, must take writes
+        # (/proc/version passes os.access as root, and the directory probe
+        # blamed /proc with ENOENT for a file that exists).
+        _probe_file(option, value, path)
+    else:
+        _probe_writable(option, value, parent)
+
+
+def _probe_file(option: str, value: str, path: Path) -> None:
+    """Open the existing regular file ``path`` for appending and write
+    nothing: its content is unchanged, but a read-only filesystem or a
+    kernel file (/proc) fails here as the real write would."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise OutputPathError(
+            f"{option} {value}: the file exists but cannot be written "
+            f"({exc.strerror or type(exc).__name__}); pick another file"
+        ) from None
 
 
 def _probe_writable(option: str, value: str, directory: Path) -> None:
