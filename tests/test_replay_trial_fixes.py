@@ -16,7 +16,7 @@ import pytest
 from vllm_ascend_balance.replay.pipeline.environment import crowded_cores
 from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, parse
-from vllm_ascend_balance.replay.pipeline.paths import check_outputs
+from vllm_ascend_balance.replay.pipeline.paths import RUN_DIR_MARKER, check_outputs
 from vllm_ascend_balance.replay.pipeline.workload import (
     AZURE_ATTRIBUTION,
     RATE_SCALE_MAX,
@@ -223,3 +223,48 @@ def test_an_existing_unwritable_output_names_the_file(tmp_path, capsys):
     out.write_text("keep")
     check_outputs(parse(["--json", str(out)]))
     assert out.read_text() == "keep"
+
+
+def test_a_run_dir_with_foreign_files_is_refused(tmp_path, capsys):
+    # DIR/model/config.json (a user's) was silently overwritten, and so were
+    # an earlier run's records.
+    config = tmp_path / "model" / "config.json"
+    config.parent.mkdir()
+    config.write_text("{}")
+    argv = ["--run-dir", str(tmp_path), "--mode", "off", "--repeat", "1"]
+    err = _refused(capsys, ["--engine", "asyncllm", *argv])
+    assert f"--run-dir {tmp_path}: model/ would be overwritten but holds files" in err
+    assert "pick a new or empty --run-dir" in err
+    assert config.read_text() == "{}"
+    config.unlink()
+    (tmp_path / "off-1").mkdir()
+    (tmp_path / "off-1" / "notes.txt").write_text("mine")
+    err = _refused(capsys, ["--engine", "asyncllm", *argv])
+    assert "off-1/ would be overwritten" in err
+    # This tool's mark: its own earlier run dir is reused.
+    (tmp_path / RUN_DIR_MARKER).touch()
+    check_outputs(parse(["--engine", "asyncllm", *argv]))
+
+
+def test_a_run_dir_with_the_sim_engine_says_it_stays_empty(tmp_path, capsys):
+    argv = ["--engine", "sim", "--repeat", "1", "--mode", "off"]
+    assert main(["replay", *argv, "--run-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert f"--run-dir {tmp_path}: --engine sim writes nothing there" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_real_engine_marks_its_run_dir(tmp_path, monkeypatch):
+    from vllm_ascend_balance.replay.real import engine
+
+    async def stop(*args: object) -> float:
+        raise RuntimeError("stop before any deployment")
+
+    monkeypatch.setattr(engine, "_deploy_and_send", stop)
+    options = parse(["--run-dir", str(tmp_path / "run"), "--mode", "off"])
+    workload = options.load_workload()
+    with pytest.raises(RuntimeError, match="stop before"):
+        engine.AsyncLLMEngine().run(workload, options.modes()[0], options, 0)
+    assert (tmp_path / "run" / RUN_DIR_MARKER).is_file()
+    (tmp_path / "run" / "off-1" / "rank0.jsonl").write_text("{}\n")
+    check_outputs(options)  # its own run dir is accepted again

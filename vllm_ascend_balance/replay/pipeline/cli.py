@@ -74,6 +74,13 @@ def run(args: argparse.Namespace) -> int:
     crowded = crowded_cores(options.dp, options.engine)
     if crowded:
         print(crowded, file=sys.stderr)
+    if options.run_dir and options.engine == "sim":
+        # Its records stay in memory: an empty DIR would look like a failure.
+        print(
+            f"replay: --run-dir {options.run_dir}: --engine sim writes nothing "
+            "there (its results are the report and --json)",
+            file=sys.stderr,
+        )
     own_ipc_dir()
     try:
         with sigterm_as_ctrl_c(), work_dir(options.run_dir) as work:

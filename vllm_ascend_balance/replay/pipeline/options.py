@@ -224,8 +224,9 @@ class ReplayOptions:
     )  # fmt: skip
     run_dir: str | None = option(
         None,
-        "keep the model dir and per-rank records in DIR (default: a temporary "
-        "directory, removed)",
+        "asyncllm: keep the model dir and per-rank records in DIR (default: a "
+        "temp dir, removed); refused if its model/ or run dirs hold files "
+        "this tool did not write; sim writes nothing there",
         metavar="DIR", group=_OUT,
     )  # fmt: skip
     log_level: str = option(

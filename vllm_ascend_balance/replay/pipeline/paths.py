@@ -13,8 +13,44 @@ from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
 logger = init_logger(__name__)
 
 
+#: Written at the top of a ``--run-dir`` the real engine uses: its mark on
+#: a directory whose ``model/`` and run directories it may replace. Without
+#: it, those hold a user's files (a silently overwritten config.json).
+RUN_DIR_MARKER = ".vllm-ascend-balance-replay"
+
+
 class OutputPathError(ValueError):
     """An unusable output path; one line naming the option."""
+
+
+def run_slug(label: str) -> str:
+    """The run directory name of a mode label (no quotes, colons or pluses)."""
+    return label.replace("'", "-aa").replace(":", "").replace("+", "-")
+
+
+def _check_run_dir_owned(options: ReplayOptions) -> None:
+    """Refuse a ``--run-dir`` without :data:`RUN_DIR_MARKER` whose
+    ``model/`` or run directories (which the real engine writes into or
+    removes) exist with content: they are not this tool's."""
+    run_dir = Path(str(options.run_dir))
+    if options.engine == "sim" or (run_dir / RUN_DIR_MARKER).exists():
+        return  # the simulated engine writes nothing there
+    names = ["model"] + [
+        f"{run_slug(mode.label)}-{i + 1}"
+        for mode in options.modes()
+        for i in range(options.repeat)
+    ]
+    taken = [n for n in names if (run_dir / n).exists() and _has_content(run_dir / n)]
+    if taken:
+        raise OutputPathError(
+            f"--run-dir {options.run_dir}: {', '.join(n + '/' for n in taken)} "
+            f"would be overwritten but holds files this tool did not write (no "
+            f"{RUN_DIR_MARKER} file); pick a new or empty --run-dir"
+        )
+
+
+def _has_content(path: Path) -> bool:
+    return not path.is_dir() or any(path.iterdir())
 
 
 def _check_output_file(option: str, value: str, suffixes: set[str] | None) -> None:
@@ -118,6 +154,7 @@ def check_outputs(options: ReplayOptions) -> None:
         if run_dir.exists():
             if not run_dir.is_dir():
                 raise OutputPathError(f"--run-dir {options.run_dir}: not a directory")
+            _check_run_dir_owned(options)
             _probe_writable("--run-dir", options.run_dir, run_dir)
         elif not run_dir.parent.is_dir():
             raise OutputPathError(

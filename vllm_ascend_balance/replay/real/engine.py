@@ -36,6 +36,7 @@ from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 from vllm_ascend_balance.replay.pipeline.join import REQUEST_ID, join_run
 from vllm_ascend_balance.replay.pipeline.modes import Mode
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
+from vllm_ascend_balance.replay.pipeline.paths import RUN_DIR_MARKER, run_slug
 from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest, Workload
 from vllm_ascend_balance.replay.real.checks import check_recording
@@ -76,6 +77,8 @@ class AsyncLLMEngine:
         work = Path(options.run_dir) if options.run_dir else None
         if work is None:
             raise ValueError("AsyncLLMEngine needs options.run_dir (a work dir)")
+        work.mkdir(parents=True, exist_ok=True)
+        (work / RUN_DIR_MARKER).touch()  # ours: a later run may replace it
         run_dir = work / f"{run_slug(mode.label)}-{repeat + 1}"
         shutil.rmtree(run_dir, ignore_errors=True)  # an earlier run's records
         run_dir.mkdir(parents=True)
@@ -102,11 +105,6 @@ class AsyncLLMEngine:
             [f.requests for f in files],
         )
         return records
-
-
-def run_slug(label: str) -> str:
-    """The run directory name of a mode label (no quotes, colons or pluses)."""
-    return label.replace("'", "-aa").replace(":", "").replace("+", "-")
 
 
 async def _deploy_and_send(
