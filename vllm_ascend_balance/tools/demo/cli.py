@@ -113,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
     except demo_checks.UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    except demo_checks.VllmBroken as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
     if unchecked:
         plan.warnings.append(unchecked)
     for warning in plan.warnings:

@@ -36,6 +36,7 @@ from vllm_ascend_balance.tools.doctor.checks import (
     plugin_registered,
     vllm_version,
 )
+from vllm_ascend_balance.tools.vllm_presence import does_not_import
 from vllm_ascend_balance.wiring.config import ENV_READ_BY, ENV_SETTING
 
 __all__ = [
@@ -62,6 +63,17 @@ def run(args: argparse.Namespace) -> int:
     """Print the report for ``args`` (:func:`parse_args`'s); the exit status
     of :data:`EPILOG`."""
     version = vllm_version()
+    cause = getattr(args, "vllm_import_error", None)
+    if cause:  # installed, but its import fails: what needs no import, then why
+        say("vLLM installed", version or "a vllm package, no distribution metadata")
+        lines = install_lines()
+        for label, value in lines:
+            say(label, value)
+        fix = "repair that install"
+        if any(label == "torch" and "requires" in value for label, value in lines):
+            fix += " (the torch line above names what vLLM requires)"
+        say("verdict", f"cannot work: {does_not_import(cause, fix)}")
+        return 1
     say("vLLM installed", version or "no")
     if version is None:
         say("verdict", "install vLLM (a patched release or a fork branch)")

@@ -162,7 +162,10 @@ def required_torch(install: VllmInstall) -> tuple[str, str] | None:
     is the ``[build-system] requires`` of the source tree it came from.
     Where vllm-ascend is installed, its torch requirement comes first.
     """
-    from packaging.requirements import InvalidRequirement, Requirement
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # vLLM's own dependency: gone only with a broken install
+        return None
 
     # Next to vllm-ascend its torch pin wins: the cluster's torch-npu is built
     # for exactly that torch, whatever vLLM was built against.
