@@ -16,7 +16,11 @@ import pytest
 from vllm_ascend_balance.replay.pipeline.environment import crowded_cores
 from vllm_ascend_balance.replay.pipeline.modes import ModeError, parse_modes
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions, parse
-from vllm_ascend_balance.replay.pipeline.paths import RUN_DIR_MARKER, check_outputs
+from vllm_ascend_balance.replay.pipeline.paths import (
+    RUN_DIR_MARKER,
+    OutputPathError,
+    check_outputs,
+)
 from vllm_ascend_balance.replay.pipeline.workload import (
     AZURE_ATTRIBUTION,
     RATE_SCALE_MAX,
@@ -241,8 +245,8 @@ def test_a_run_dir_with_foreign_files_is_refused(tmp_path, capsys):
     (tmp_path / "off-1" / "notes.txt").write_text("mine")
     err = _refused(capsys, ["--engine", "asyncllm", *argv])
     assert "off-1/ would be overwritten" in err
-    # This tool's mark: its own earlier run dir is reused.
-    (tmp_path / RUN_DIR_MARKER).touch()
+    # This tool's mark in it: its own earlier run dir is reused.
+    (tmp_path / "off-1" / RUN_DIR_MARKER).touch()
     check_outputs(parse(["--engine", "asyncllm", *argv]))
 
 
@@ -265,6 +269,34 @@ def test_the_real_engine_marks_its_run_dir(tmp_path, monkeypatch):
     workload = options.load_workload()
     with pytest.raises(RuntimeError, match="stop before"):
         engine.AsyncLLMEngine().run(workload, options.modes()[0], options, 0)
-    assert (tmp_path / "run" / RUN_DIR_MARKER).is_file()
+    assert (tmp_path / "run" / "off-1" / RUN_DIR_MARKER).is_file()
+    assert (tmp_path / "run" / "model" / RUN_DIR_MARKER).is_file()
     (tmp_path / "run" / "off-1" / "rank0.jsonl").write_text("{}\n")
+    (tmp_path / "run" / "model" / "config.json").write_text("{}")
     check_outputs(options)  # its own run dir is accepted again
+
+
+def test_a_run_in_a_users_dir_leaves_the_users_files_protected(tmp_path, monkeypatch):
+    # The mark was written at the top of a directory holding a user's
+    # off-1/: an 'on' run was rightly accepted, after which '--mode off'
+    # was too, and removed the user's off-1/rank0.jsonl.
+    from vllm_ascend_balance.replay.real import engine
+
+    async def stop(*args: object) -> float:
+        raise RuntimeError("stop before any deployment")
+
+    monkeypatch.setattr(engine, "_deploy_and_send", stop)
+    mine = tmp_path / "off-1" / "rank0.jsonl"
+    mine.parent.mkdir()
+    mine.write_text("rec")
+    base = ["--engine", "asyncllm", "--run-dir", str(tmp_path), "--repeat", "1"]
+    with pytest.raises(OutputPathError, match="off-1/ would be overwritten"):
+        check_outputs(parse([*base, "--mode", "off"]))
+    on = parse([*base, "--mode", "on"])
+    check_outputs(on)
+    with pytest.raises(RuntimeError, match="stop before"):
+        engine.AsyncLLMEngine().run(on.load_workload(), on.modes()[0], on, 0)
+    with pytest.raises(OutputPathError, match="off-1/ would be overwritten"):
+        check_outputs(parse([*base, "--mode", "off"]))
+    check_outputs(on)  # the tool's own on-1/ and model/ are reused
+    assert mine.read_text() == "rec"

@@ -13,9 +13,11 @@ from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
 logger = init_logger(__name__)
 
 
-#: Written at the top of a ``--run-dir`` the real engine uses: its mark on
-#: a directory whose ``model/`` and run directories it may replace. Without
-#: it, those hold a user's files (a silently overwritten config.json).
+#: Written by the real engine into each directory it creates in a
+#: ``--run-dir`` (``model/`` and one per run): its mark on a directory it may
+#: replace. Without it, one holds a user's files (a silently overwritten
+#: config.json). Per directory, not once at the top: a mark on the top of a
+#: user's directory would hand the tool every subdirectory in it.
 RUN_DIR_MARKER = ".vllm-ascend-balance-replay"
 
 
@@ -28,28 +30,45 @@ def run_slug(label: str) -> str:
     return label.replace("'", "-aa").replace(":", "").replace("+", "-")
 
 
-def _check_run_dir_owned(options: ReplayOptions) -> None:
-    """Refuse a ``--run-dir`` without :data:`RUN_DIR_MARKER` whose
-    ``model/`` or run directories (which the real engine writes into or
-    removes) exist with content: they are not this tool's."""
-    run_dir = Path(str(options.run_dir))
-    if options.engine == "sim" or (run_dir / RUN_DIR_MARKER).exists():
-        return  # the simulated engine writes nothing there
-    names = ["model"] + [
+def claim(directory: Path) -> None:
+    """Create ``directory`` (if missing) and mark it this tool's, before
+    anything is written in it: a run stopped halfway leaves it reusable."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / RUN_DIR_MARKER).touch()
+
+
+def _replaced(options: ReplayOptions) -> list[str]:
+    """The ``--run-dir`` subdirectories the real engine writes into or
+    removes: ``model/`` and one per mode and repetition."""
+    return ["model"] + [
         f"{run_slug(mode.label)}-{i + 1}"
         for mode in options.modes()
         for i in range(options.repeat)
     ]
-    taken = [n for n in names if (run_dir / n).exists() and _has_content(run_dir / n)]
+
+
+def _check_run_dir_owned(options: ReplayOptions) -> None:
+    """Refuse a ``--run-dir`` whose ``model/`` or run directories exist
+    with content but without :data:`RUN_DIR_MARKER`: not this tool's."""
+    run_dir = Path(str(options.run_dir))
+    if options.engine == "sim":
+        return  # the simulated engine writes nothing there
+    taken = [
+        n
+        for n in _replaced(options)
+        if _has_content(run_dir / n) and not (run_dir / n / RUN_DIR_MARKER).exists()
+    ]
     if taken:
         raise OutputPathError(
             f"--run-dir {options.run_dir}: {', '.join(n + '/' for n in taken)} "
             f"would be overwritten but holds files this tool did not write (no "
-            f"{RUN_DIR_MARKER} file); pick a new or empty --run-dir"
+            f"{RUN_DIR_MARKER} file in it); pick a new or empty --run-dir"
         )
 
 
 def _has_content(path: Path) -> bool:
+    if not path.exists() and not path.is_symlink():
+        return False
     return not path.is_dir() or any(path.iterdir())
 
 

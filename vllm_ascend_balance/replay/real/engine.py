@@ -36,7 +36,7 @@ from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 from vllm_ascend_balance.replay.pipeline.join import REQUEST_ID, join_run
 from vllm_ascend_balance.replay.pipeline.modes import Mode
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
-from vllm_ascend_balance.replay.pipeline.paths import RUN_DIR_MARKER, run_slug
+from vllm_ascend_balance.replay.pipeline.paths import claim, run_slug
 from vllm_ascend_balance.replay.pipeline.records import RunRecords, RunStatus
 from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest, Workload
 from vllm_ascend_balance.replay.real.checks import check_recording
@@ -77,11 +77,10 @@ class AsyncLLMEngine:
         work = Path(options.run_dir) if options.run_dir else None
         if work is None:
             raise ValueError("AsyncLLMEngine needs options.run_dir (a work dir)")
-        work.mkdir(parents=True, exist_ok=True)
-        (work / RUN_DIR_MARKER).touch()  # ours: a later run may replace it
+        claim(work / "model")  # ours: a later run may replace it
         run_dir = work / f"{run_slug(mode.label)}-{repeat + 1}"
         shutil.rmtree(run_dir, ignore_errors=True)  # an earlier run's records
-        run_dir.mkdir(parents=True)
+        claim(run_dir)
         records = RunRecords(mode, repeat, options.dp)
         if mode.peer:  # no seam or bad knobs: one line here, not an engine's trace
             from vllm.v1.core.sched.scheduler import Scheduler
