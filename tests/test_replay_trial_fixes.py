@@ -61,6 +61,23 @@ def test_an_output_that_is_the_trace_is_refused(tmp_path, capsys, option):
     assert trace.read_text() == TRACE
 
 
+def test_an_output_that_is_the_trace_on_stdin_is_refused(tmp_path, capsys, monkeypatch):
+    # --trace - < victim.csv --json victim.csv replaced the trace (rc 0).
+    victim = tmp_path / "victim.jsonl"
+    victim.write_text(TRACE)
+    saved = os.dup(0)
+    try:
+        with victim.open() as stdin:
+            os.dup2(stdin.fileno(), 0)  # < victim.jsonl
+            monkeypatch.setattr(sys, "stdin", stdin)
+            err = _refused(capsys, ["--trace", "-", "--json", str(victim)])
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+    assert f"--json {victim}: is the input trace (--trace -)" in err
+    assert victim.read_text() == TRACE
+
+
 def test_a_trace_inside_the_run_dirs_subdirectories_is_refused(tmp_path, capsys):
     trace = tmp_path / "model" / "t.jsonl"
     trace.parent.mkdir()

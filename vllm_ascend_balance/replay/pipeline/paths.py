@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -127,9 +128,16 @@ def _probe_writable(option: str, value: str, directory: Path) -> None:
 def _is_trace(value: str, trace: str | None) -> bool:
     """``value`` is the file ``--trace`` reads (a link or another spelling
     of it too): writing there would replace the user's input with results."""
-    if trace is None or not os.path.exists(value) or not os.path.exists(trace):
+    if trace is None or not os.path.exists(value):
         return False
-    return os.path.samefile(value, trace)
+    if trace == "-":
+        # Standard input redirected from a file (< trace.csv) is that file.
+        try:
+            stdin = os.fstat(0)
+        except OSError:
+            return False  # stdin closed: nothing to compare
+        return stat.S_ISREG(stdin.st_mode) and os.path.samestat(stdin, os.stat(value))
+    return os.path.exists(trace) and os.path.samefile(value, trace)
 
 
 def _check_not_trace(options: ReplayOptions) -> None:
