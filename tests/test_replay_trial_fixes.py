@@ -78,6 +78,20 @@ def test_an_output_that_is_the_trace_on_stdin_is_refused(tmp_path, capsys, monke
     assert victim.read_text() == TRACE
 
 
+def test_json_and_plot_naming_one_file_are_refused(tmp_path, capsys):
+    # --json X --plot X was accepted, and the plot replaced the JSON.
+    out = tmp_path / "out.png"
+    other = f"{tmp_path}/../{tmp_path.name}/out.png"
+    err = _refused(capsys, ["--json", str(out), "--plot", other])
+    assert f"--plot {other}: is the --json file (--json {out})" in err
+    assert not out.exists()
+    out.write_text("keep")  # an existing file, through a link
+    (tmp_path / "link.png").symlink_to(out)
+    err = _refused(capsys, ["--json", str(out), "--plot", str(tmp_path / "link.png")])
+    assert "is the --json file" in err
+    assert out.read_text() == "keep"
+
+
 def test_a_trace_inside_the_run_dirs_subdirectories_is_refused(tmp_path, capsys):
     trace = tmp_path / "model" / "t.jsonl"
     trace.parent.mkdir()

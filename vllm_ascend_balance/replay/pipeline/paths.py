@@ -140,6 +140,13 @@ def _is_trace(value: str, trace: str | None) -> bool:
     return os.path.exists(trace) and os.path.samefile(value, trace)
 
 
+def _same_path(a: str, b: str) -> bool:
+    """``a`` and ``b`` name one file, existing (any link to it) or not."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def _check_not_trace(options: ReplayOptions) -> None:
     for option, value in (("--json", options.json), ("--plot", options.plot)):
         if value and _is_trace(value, options.trace):
@@ -147,6 +154,12 @@ def _check_not_trace(options: ReplayOptions) -> None:
                 f"{option} {value}: is the input trace (--trace {options.trace}); "
                 f"write {option} to another file"
             )
+    if options.json and options.plot and _same_path(options.json, options.plot):
+        # The plot is written after the JSON and would replace it.
+        raise OutputPathError(
+            f"--plot {options.plot}: is the --json file (--json {options.json}); "
+            "write them to different files"
+        )
     if options.run_dir and options.trace and os.path.exists(options.trace):
         run_dir = Path(options.run_dir).resolve()
         if run_dir in Path(options.trace).resolve().parents[1:]:
