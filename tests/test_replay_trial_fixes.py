@@ -96,8 +96,9 @@ def test_a_trace_inside_the_run_dirs_subdirectories_is_refused(tmp_path, capsys)
     trace = tmp_path / "model" / "t.jsonl"
     trace.parent.mkdir()
     trace.write_text(TRACE)
-    err = _refused(capsys, ["--trace", str(trace), "--run-dir", str(tmp_path)])
-    assert f"--run-dir {tmp_path}: holds the input trace" in err
+    real = ["--engine", "asyncllm", "--mode", "off", "--run-dir", str(tmp_path)]
+    err = _refused(capsys, ["--trace", str(trace), *real])
+    assert f"--run-dir {tmp_path}: the run replaces model/, which holds" in err
     assert trace.read_text() == TRACE
     # Beside the run's directories, the trace is safe: accepted.
     beside = tmp_path / "t.jsonl"
@@ -105,6 +106,25 @@ def test_a_trace_inside_the_run_dirs_subdirectories_is_refused(tmp_path, capsys)
     argv = ["--trace", str(beside), "--run-dir", str(tmp_path), "--mode", "off"]
     assert main(["replay", "--engine", "sim", "--repeat", "1", *argv]) == 0
     assert beside.read_text() == TRACE
+
+
+def test_a_trace_in_a_run_dir_is_refused_only_where_the_run_writes(tmp_path):
+    # Any subdirectory was refused (--run-dir ~ with ~/data/t.csv), and so
+    # was one with --engine sim, which writes nothing there.
+    for sub in ("data", "off-2", "on-1", "model"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "t.jsonl").write_text(TRACE)
+        (tmp_path / sub / RUN_DIR_MARKER).touch()  # past the ownership check
+    real = ["--engine", "asyncllm", "--mode", "off", "--run-dir", str(tmp_path)]
+    real += ["--repeat", "1"]
+    for sub in ("data", "off-2", "on-1"):  # --repeat 1: off-1/ only
+        check_outputs(parse([*real, "--trace", str(tmp_path / sub / "t.jsonl")]))
+    check_outputs(
+        parse([*real, "--engine", "sim", "--trace", f"{tmp_path}/model/t.jsonl"])
+    )
+    with pytest.raises(OutputPathError, match="the run replaces off-2/"):
+        trace = str(tmp_path / "off-2" / "t.jsonl")
+        check_outputs(parse([*real, "--repeat", "2", "--trace", trace]))
 
 
 @pytest.mark.parametrize(

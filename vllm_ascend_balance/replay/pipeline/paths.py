@@ -160,16 +160,22 @@ def _check_not_trace(options: ReplayOptions) -> None:
             f"--plot {options.plot}: is the --json file (--json {options.json}); "
             "write them to different files"
         )
-    if options.run_dir and options.trace and os.path.exists(options.trace):
+    if (
+        options.run_dir
+        and options.engine != "sim"  # which writes nothing in the run dir
+        and options.trace
+        and os.path.exists(options.trace)
+    ):
+        # The real engine writes (and first removes) only model/ and one
+        # directory per run: a trace anywhere else in the run dir is safe.
         run_dir = Path(options.run_dir).resolve()
-        if run_dir in Path(options.trace).resolve().parents[1:]:
-            # The run writes (and first removes) subdirectories of the run
-            # dir, its model and one per run, never a file at its top: a
-            # trace in a subdirectory could be lost, one beside them not.
+        parents = Path(options.trace).resolve().parents
+        hit = [n for n in _replaced(options) if run_dir / n in parents]
+        if hit:
             raise OutputPathError(
-                f"--run-dir {options.run_dir}: holds the input trace (--trace "
-                f"{options.trace}) in a subdirectory, which the run may replace; "
-                "move the trace out or pick another --run-dir"
+                f"--run-dir {options.run_dir}: the run replaces {hit[0]}/, which "
+                f"holds the input trace (--trace {options.trace}); move the trace "
+                "out or pick another --run-dir"
             )
 
 
