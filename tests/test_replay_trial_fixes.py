@@ -131,7 +131,8 @@ def test_a_trace_in_a_run_dir_is_refused_only_where_the_run_writes(tmp_path):
     "text, words",
     [
         ("on+queued-leader+throttled", "two policies (queued-leader and throttled)"),
-        ("off,on+throttled+throttled:8", "two policies (throttled and throttled)"),
+        ("off,on+throttled+throttled:8", "throttled given twice; keep one"),
+        ("on+queued-leader+queued-leader", "queued-leader given twice; keep one"),
         ("on+max-frozen:5+max-frozen:6", "max-frozen given twice; keep one"),
         ("on+max-held:5+max-held:5", "max-held given twice"),
         ("on+interval:2+interval:3", "interval given twice"),

@@ -210,6 +210,8 @@ def _one(text: str) -> Mode:
                 raise ModeError(f"--mode {text}: on given twice; keep one")
             balance = True
         elif found is not None:
+            if policy == found.name:
+                raise ModeError(f"--mode {text}: {name} given twice; keep one")
             if policy is not None:
                 # One balance_policy per deployment: a second would
                 # silently replace the first.
