@@ -744,3 +744,25 @@ def test_doctor_names_the_gate_and_the_setting(
     code, out = _doctor(capsys, "--data-parallel-size", "1")
     assert code == 0 and "gate that will run:    none" in out
     assert "data_parallel_size=1" in out
+
+
+@pytest.mark.parametrize(
+    ("flag", "example"),
+    [
+        ("--additional-config", '--additional-config \'{"scheduler_config"'),
+        ("--kv-transfer-config", '--kv-transfer-config \'{"kv_connector"'),
+    ],
+)
+@pytest.mark.parametrize("text", ['{"a": 1', "[1, 2]"])
+def test_a_json_flag_s_fix_is_an_example_of_that_flag(
+    flag: str, example: str, text: str
+) -> None:
+    """The hint's example is the flag's own (the code before gave
+    ``--additional-config``'s for ``--kv-transfer-config`` too)."""
+    from vllm_ascend_balance.wiring.json_flag import json_object
+
+    with pytest.raises(ValueError) as info:
+        json_object(text, flag)
+    message = str(info.value)
+    assert message.startswith(flag) and "\n" not in message, message
+    assert f"e.g. {example}" in message, message

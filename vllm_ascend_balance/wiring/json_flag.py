@@ -13,6 +13,15 @@ from typing import Any
 
 from vllm_ascend_balance.wiring.config import ENABLE_EXAMPLE
 
+#: A flag's own example where it is not ``--additional-config`` (whose
+#: example is the switch, :data:`ENABLE_EXAMPLE`).
+EXAMPLES = {
+    "--kv-transfer-config": (
+        '--kv-transfer-config \'{"kv_connector": "ExampleConnector", '
+        '"kv_role": "kv_both"}\''
+    ),
+}
+
 
 def json_object(text: Any, flag: str) -> dict:
     """``text`` (the value of ``flag``) parsed as a JSON object; a dict is
@@ -22,6 +31,7 @@ def json_object(text: Any, flag: str) -> dict:
         ValueError: not valid JSON, or not an object: one line naming
             ``flag`` and the fix.
     """
+    example = EXAMPLES.get(flag, ENABLE_EXAMPLE)
     if isinstance(text, str):
         try:
             text = json.loads(text)
@@ -29,9 +39,8 @@ def json_object(text: Any, flag: str) -> dict:
             raise ValueError(
                 f"{flag} is not valid JSON ({exc}): quote keys and strings with "
                 f"double quotes, write true/false in lower case, and wrap the "
-                f"whole object in single quotes for the shell, e.g. "
-                f"{ENABLE_EXAMPLE}"
+                f"whole object in single quotes for the shell, e.g. {example}"
             ) from None
     if not isinstance(text, dict):
-        raise ValueError(f"{flag} must be a JSON object, e.g. {ENABLE_EXAMPLE}")
+        raise ValueError(f"{flag} must be a JSON object, e.g. {example}")
     return text
