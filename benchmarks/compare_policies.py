@@ -47,6 +47,7 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
     import _checkout  # noqa: F401
 
 from benchmarks.policies import cases, settings  # noqa: E402
+from benchmarks.policies.interrupts import run_interruptible  # noqa: E402
 from benchmarks.policies.out_lock import sole_writer  # noqa: E402
 from benchmarks.policies.render import markdown, recorded_vllm  # noqa: E402
 from benchmarks.policies.reuse import package_digest, prune  # noqa: E402
@@ -291,4 +292,4 @@ def _run(args: argparse.Namespace, out: Path, ran: str,
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_interruptible(main, "compare_policies.py")

@@ -16,9 +16,12 @@ workloads, so their values must differ.
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -131,3 +134,57 @@ def test_a_second_run_on_the_same_out_is_refused(tmp_path: Path) -> None:
     assert not lock_path(out).exists(), "the lock file is left behind"
     with sole_writer(out):
         pass
+
+
+def _replays_of(work: Path) -> list[int]:
+    """PIDs of processes whose command line names a path under ``work``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(work).encode() in cmdline and b"replay" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_sigterm_stops_the_replays_and_leaves_nothing(tmp_path: Path) -> None:
+    """SIGTERM mid-run (the replay child started) ends the run with one line,
+    exit 1: the replay is stopped, the work directory and OUT's lock are
+    gone. The code before: the lock file and the work directory stayed and
+    the replay ran on."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = tmp_path / "p"
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--cases", "starvation-dp4", "--modes",
+         "off", "--jobs", "1", "--out", str(out)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        cwd=REPO_ROOT, env={**os.environ, "TMPDIR": str(temp)},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # the replay's command is printed as it starts
+        seen.append(line)
+        if line.startswith("$ "):
+            break
+    deadline = time.monotonic() + 300  # hang guard only
+    while not _replays_of(temp) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _replays_of(temp), "".join(seen)[-3000:]
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=300) == 1, rest[-3000:]
+    assert "Traceback" not in rest, rest[-3000:]
+    assert rest.strip().splitlines()[-1] == (
+        "compare_policies.py: interrupted; OUT.json keeps the cases and seeds "
+        "that finished"
+    )
+    assert not _replays_of(temp), "a replay still runs"
+    assert (
+        sorted(p.name for p in temp.iterdir() if p.name.startswith("vab-policies"))
+        == []
+    )

@@ -73,6 +73,21 @@ def _shown(argv: list[str], work: Path) -> list[str]:
     return [a if not a.startswith(str(work)) else Path(a).name for a in argv]
 
 
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the replays still running (a failed sibling, Ctrl-C, SIGTERM):
+    SIGTERM first, which a replay takes as Ctrl-C (its engines stopped,
+    its sockets removed), SIGKILL after a minute."""
+    running = [p for p in procs if p.poll() is None]
+    for proc in running:
+        proc.terminate()
+    for proc in running:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def command(args: list[str], modes: list[str]) -> str:
     """The one replay command that runs ``modes`` with ``args``."""
     return " ".join(
@@ -143,20 +158,20 @@ def run_modes(
         with log.open("w") as f:
             procs.append((subprocess.Popen(cmd, cwd=cwd, env=env, stdout=f), out, log))
     ended: dict[int, float] = {}
-    while len(ended) < len(procs):
-        for i, (proc, out, log) in enumerate(procs):
-            if i in ended or proc.poll() is None:
-                continue
-            ended[i] = time.monotonic() - t0
-            if proc.returncode != 0 or not out.exists():
-                for other, _, _ in procs:
-                    if other.poll() is None:
-                        other.kill()
-                sys.stderr.write(log.read_text()[-5000:])
-                raise SystemExit(
-                    f"replay {case.key} seed {seed} failed (exit {proc.returncode})"
-                )
-        time.sleep(0.2)
+    try:
+        while len(ended) < len(procs):
+            for i, (proc, out, log) in enumerate(procs):
+                if i in ended or proc.poll() is None:
+                    continue
+                ended[i] = time.monotonic() - t0
+                if proc.returncode != 0 or not out.exists():
+                    sys.stderr.write(log.read_text()[-5000:])
+                    raise SystemExit(
+                        f"replay {case.key} seed {seed} failed (exit {proc.returncode})"
+                    )
+            time.sleep(0.2)
+    finally:
+        _stop([proc for proc, _, _ in procs])
     payloads = []
     for _, out, _ in procs:
         payloads.append(json.loads(out.read_text()))
