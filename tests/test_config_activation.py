@@ -179,6 +179,24 @@ def test_legacy_key_accepted_with_deprecation_warning(
     ).active
 
 
+def _switch_forms(
+    forms: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """The ``additional_config`` holding ``forms``' nested (``new``) and
+    legacy switches; its ``env`` value set as the environment variable (or
+    the variable removed)."""
+    additional: dict[str, Any] = {}
+    if "new" in forms:
+        additional["scheduler_config"] = {"enable_balance_scheduling": forms["new"]}
+    if "legacy" in forms:
+        additional["enable_balance_scheduling"] = forms["legacy"]
+    if "env" in forms:
+        monkeypatch.setenv(ENV_SETTING, forms["env"])
+    else:
+        monkeypatch.delenv(ENV_SETTING, raising=False)
+    return additional
+
+
 @pytest.mark.parametrize(
     ("forms", "expected"),
     [
@@ -201,13 +219,7 @@ def test_vllm_ascend_precedence(
     """Nested key, then legacy key, then the environment variable (vllm-ascend's
     ``AscendConfig`` order); a lower form that disagrees is ignored with a
     warning naming both, and a deprecated form in use warns."""
-    additional: dict[str, Any] = {}
-    if "new" in forms:
-        additional["scheduler_config"] = {"enable_balance_scheduling": forms["new"]}
-    if "legacy" in forms:
-        additional["enable_balance_scheduling"] = forms["legacy"]
-    if "env" in forms:
-        monkeypatch.setenv(ENV_SETTING, forms["env"])
+    additional = _switch_forms(forms, monkeypatch)
     with caplog.at_level(logging.WARNING, logger=config_read.logger.name):
         setting = read_balance_setting(vllm_config(additional))
     assert (setting.enabled, setting.source) == expected
@@ -236,15 +248,7 @@ def test_the_off_note_names_the_form_that_said_off(
 ) -> None:
     """doctor's note names the switch to change: the one the user set (the
     code before named the nested key whatever the form, set or not)."""
-    additional: dict[str, Any] = {}
-    if "new" in forms:
-        additional["scheduler_config"] = {"enable_balance_scheduling": forms["new"]}
-    if "legacy" in forms:
-        additional["enable_balance_scheduling"] = forms["legacy"]
-    if "env" in forms:
-        monkeypatch.setenv(ENV_SETTING, forms["env"])
-    else:
-        monkeypatch.delenv(ENV_SETTING, raising=False)
+    additional = _switch_forms(forms, monkeypatch)
     plan = activation_plan.plan_activation(vllm_config(additional), quiet=True)
     assert not plan.active and plan.notes == [note], plan.notes
 

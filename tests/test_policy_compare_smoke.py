@@ -29,6 +29,7 @@ import pytest
 from benchmarks.policies import settings
 from benchmarks.policies.out_lock import lock_path, sole_writer
 from tests.support.lanes import REPO_ROOT
+from tests.support.replay_variants import session_pids
 
 pytestmark = pytest.mark.lane_scope("release")
 
@@ -136,21 +137,6 @@ def test_a_second_run_on_the_same_out_is_refused(tmp_path: Path) -> None:
         pass
 
 
-def _replays_of(work: Path) -> list[int]:
-    """PIDs of processes whose command line names a path under ``work``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if str(work).encode() in cmdline and b"replay" in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
 def test_sigterm_stops_the_replays_and_leaves_nothing(tmp_path: Path) -> None:
     """SIGTERM mid-run (the replay child started) ends the run with one line,
     exit 1: the replay is stopped, the work directory and OUT's lock are
@@ -164,6 +150,7 @@ def test_sigterm_stops_the_replays_and_leaves_nothing(tmp_path: Path) -> None:
          "off", "--jobs", "1", "--out", str(out)],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
         cwd=REPO_ROOT, env={**os.environ, "TMPDIR": str(temp)},
+        start_new_session=True,  # the replay and its engines: this session
     )  # fmt: skip
     assert proc.stderr is not None
     seen = []
@@ -172,9 +159,9 @@ def test_sigterm_stops_the_replays_and_leaves_nothing(tmp_path: Path) -> None:
         if line.startswith("$ "):
             break
     deadline = time.monotonic() + 300  # hang guard only
-    while not _replays_of(temp) and time.monotonic() < deadline:
+    while len(session_pids(proc.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _replays_of(temp), "".join(seen)[-3000:]
+    assert len(session_pids(proc.pid)) >= 2, "".join(seen)[-3000:]
     proc.send_signal(signal.SIGTERM)
     rest = proc.stderr.read()
     assert proc.wait(timeout=300) == 1, rest[-3000:]
@@ -183,7 +170,7 @@ def test_sigterm_stops_the_replays_and_leaves_nothing(tmp_path: Path) -> None:
         "compare_policies.py: interrupted; OUT.json keeps the cases and seeds "
         "that finished"
     )
-    assert not _replays_of(temp), "a replay still runs"
+    assert session_pids(proc.pid) == [], "a replay still runs"
     assert (
         sorted(p.name for p in temp.iterdir() if p.name.startswith("vab-policies"))
         == []

@@ -88,9 +88,9 @@ def session_pids(sid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
+        # After "pid (comm)": state ppid pgrp session tty_nr ... (proc(5)).
         fields = stat.rsplit(")", 1)[1].split()
-        # fields[0] = state, [3] = pgrp, [4] = session
-        if fields[0] != "Z" and int(fields[4]) == sid:
+        if fields[0] != "Z" and int(fields[3]) == sid:
             pids.append(int(entry.name))
     return pids
 
