@@ -31,6 +31,7 @@ from typing import Any
 
 from . import settings
 from .cases import CAP, Case, replay_args
+from .interrupts import deferred
 from .judging import slo_goodput
 from .reuse import digest, merge, ordered, plan, same_baseline, split_modes
 
@@ -146,19 +147,21 @@ def run_modes(
         env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(code[0]), env.get("PYTHONPATH")])
         )
-    procs = []
+    procs: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
     t0 = time.monotonic()
-    for i, chunk in enumerate(split_modes(modes, jobs)):
-        out = work / f"{case.key}-seed{seed}-{i}.json"
-        log = work / f"{case.key}-seed{seed}-{i}.log"
-        shown = command(_shown(argv, work), chunk)
-        print(f"$ {shown}", file=sys.stderr, flush=True)
-        cmd = [sys.executable, "-m", "vllm_ascend_balance", "replay", *argv[:4],
-               "--mode", ",".join(chunk), *argv[4:], "--json", str(out)]  # fmt: skip
-        with log.open("w") as f:
-            procs.append((subprocess.Popen(cmd, cwd=cwd, env=env, stdout=f), out, log))
     ended: dict[int, float] = {}
     try:
+        for i, chunk in enumerate(split_modes(modes, jobs)):
+            out = work / f"{case.key}-seed{seed}-{i}.json"
+            log = work / f"{case.key}-seed{seed}-{i}.log"
+            shown = command(_shown(argv, work), chunk)
+            print(f"$ {shown}", file=sys.stderr, flush=True)
+            cmd = [sys.executable, "-m", "vllm_ascend_balance", "replay",
+                   *argv[:4], "--mode", ",".join(chunk), *argv[4:],
+                   "--json", str(out)]  # fmt: skip
+            with log.open("w") as f, deferred():
+                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=f)
+                procs.append((proc, out, log))
         while len(ended) < len(procs):
             for i, (proc, out, log) in enumerate(procs):
                 if i in ended or proc.poll() is None:
