@@ -7,7 +7,13 @@ Offline by construction: upstream's ``create_scheduler()`` names hub models
 only a ``config.json`` per model makes them resolve with ``HF_HUB_OFFLINE=1``.
 The upstream test files run unmodified, in a subprocess whose rootdir is the
 sdist copy: this repository also has a top-level ``tests`` package, and the
-two must not share an interpreter.
+two must not share an interpreter. Runs against the installed scheduler (the
+claims: upstream's suite and the seam tests pass) are fresh interpreters, as
+upstream's CI runs them; the negative controls' runs against a
+``scheduler.py`` variant are forked from one process per tree that has
+imported what ``scheduler.py`` imports (tests/support/upstream_forks.py:
+the same modules in the same order as a fresh run, for one import per lane
+instead of one per variant).
 
 What is deselected, and why (decided statically, before the run, and printed
 by the tests):
@@ -45,6 +51,7 @@ import pytest
 
 from tests.support.lanes import current_lane, pin_tag, platform_missing_reason
 from tests.support.series_tool import series
+from tests.support.upstream_forks import ForkServer
 
 pytestmark = pytest.mark.lane_scope("release", "main", "fork", "ascend")
 
@@ -267,6 +274,43 @@ def _async_with_pipeline_parallel(test_file: Path) -> list[str]:
     return found
 
 
+#: One fork server per upstream tree, for the variant runs; closed with
+#: the module (:func:`_close_fork_servers`).
+_FORK_SERVERS: dict[Path, ForkServer] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_fork_servers():
+    yield
+    while _FORK_SERVERS:
+        _FORK_SERVERS.popitem()[1].close()
+
+
+def _common_env(root: Path) -> dict[str, str]:
+    """The environment of every upstream run in ``root`` (each run adds its
+    own ``VAB_DESELECT``, ``VAB_SCHEDULER_VARIANT``, ``VAB_DESELECTED_OUT``)."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTEST_", "VAB_"))
+    }
+    env.update(
+        HF_HOME=str(root / "hf"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+    )
+    if platform_missing_reason():
+        # Upstream's create_scheduler() builds a DeviceConfig("auto"), which
+        # needs a platform; a VLLM_TARGET_DEVICE=empty install has none. An
+        # explicit CPU target is vLLM's own switch for that (the scheduler
+        # under test never touches a device).
+        env["VLLM_TARGET_DEVICE"] = "cpu"
+        if _CPU_NEEDS_TRITON:
+            env["VAB_STUB_TRITON_CPU"] = "1"
+    return env
+
+
 def _run_upstream(
     root: Path, files: list[str], *pytest_args: str, variant: Path | None = None
 ):
@@ -288,49 +332,32 @@ def _run_upstream(
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=root))
     report = run_dir / "junit.xml"
     deselected_out = run_dir / "deselected.json"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("PYTEST_", "VAB_"))
+    env = _common_env(root)
+    run_env = {
+        "VAB_DESELECT": json.dumps(sorted(deselect)),
+        "VAB_SCHEDULER_VARIANT": str(variant or ""),
+        "VAB_DESELECTED_OUT": str(deselected_out),
     }
-    env.update(
-        HF_HOME=str(root / "hf"),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        VAB_DESELECT=json.dumps(sorted(deselect)),
-        VAB_SCHEDULER_VARIANT=str(variant or ""),
-        VAB_DESELECTED_OUT=str(deselected_out),
-    )
-    if platform_missing_reason():
-        # Upstream's create_scheduler() builds a DeviceConfig("auto"), which
-        # needs a platform; a VLLM_TARGET_DEVICE=empty install has none. An
-        # explicit CPU target is vLLM's own switch for that (the scheduler
-        # under test never touches a device).
-        env["VLLM_TARGET_DEVICE"] = "cpu"
-        if _CPU_NEEDS_TRITON:
-            env["VAB_STUB_TRITON_CPU"] = "1"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            *(f"tests/v1/core/{name}" for name in files),
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "_vab_offline_plugin",
-            "-q",
-            "--tb=short",
-            f"--junitxml={report}",
-            *pytest_args,
-        ],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    argv = [
+        *(f"tests/v1/core/{name}" for name in files),
+        "-p", "no:cacheprovider", "-p", "_vab_offline_plugin",
+        "-q", "--tb=short", f"--junitxml={report}", *pytest_args,
+    ]  # fmt: skip
+    if variant is not None:
+        # A variant run: forked from one preloaded process per tree
+        # (tests/support/upstream_forks.py), not a fresh interpreter each.
+        if root not in _FORK_SERVERS:
+            _FORK_SERVERS[root] = ForkServer(root, env)
+        result = _FORK_SERVERS[root].run(argv, run_env, timeout=900)
+    else:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", *argv],
+            cwd=root,
+            env={**env, **run_env},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     summary = result.stdout.strip().splitlines()[-1] if result.stdout else ""
     print(f"upstream run ({LANE} lane): {summary}")
     deselected = json.loads(deselected_out.read_text())
