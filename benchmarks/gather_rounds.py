@@ -37,7 +37,6 @@ import multiprocessing
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,7 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
 
 
 from benchmarks.gather.strace_messages import MARK, parse_trace  # noqa: E402
+from vllm_ascend_balance.loopback_ports import free_loopback_port  # noqa: E402
 
 JOIN_TIMEOUT_S = 600  # hang guard only
 #: The collectives counted: name -> modeled sequential rounds for N ranks.
@@ -189,11 +189,8 @@ def count_rounds(
     """Spawn max(sizes) ranks; for each size, the first ``size`` ranks form
     a group and count their messages. Returns, per size and op, the slowest
     (largest) per-rank counts and whether strace could count."""
-    ports = {}
-    for size in sizes:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            ports[size] = sock.getsockname()[1]
+    # Bound later by rank 0 of each group: outside the ephemeral range.
+    ports = {size: free_loopback_port() for size in sizes}
     world = max(sizes)
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="vab-gather-rounds-") as tmp:

@@ -16,7 +16,8 @@ change the verdict):
   statement, those inside functions too (an import moved into a function
   only defers a cycle);
 - every import points down a floor (or along one): the package is built in
-  :data:`FLOORS`, the ground (``logger``, ``log_streams``, ``ipc_sockets``) first, then
+  :data:`FLOORS`, the ground (``logger``, ``log_streams``, ``ipc_sockets``,
+  ``loopback_ports``) first, then
   ``gate``, ``observability``, ``wiring``, the replay's rooms, ``tools``;
   a module imports its own floor or those below, never one above (a
   function's import too), and every module sits on a floor;
@@ -206,9 +207,9 @@ def crossings(
 #: floor of the longest room that holds it, and imports only from its own
 #: floor and those below.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    # ground: the package, every module's logger, the log-stream and IPC
-    # socket helpers of its commands
-    ("", "logger", "log_streams", "ipc_sockets"),
+    # ground: the package, every module's logger, the log-stream, IPC
+    # socket and loopback port helpers of its commands
+    ("", "logger", "log_streams", "ipc_sockets", "loopback_ports"),
     # the decision inside each rank's scheduler
     ("gate",),
     # what the gate reports while it runs

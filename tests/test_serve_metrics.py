@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -53,6 +52,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from vllm_ascend_balance.loopback_ports import free_loopback_port
 from vllm_ascend_balance.replay.model.cost import ReplaySettings
 from vllm_ascend_balance.replay.model.tiny_moe import write_tiny_moe_model
 from vllm_ascend_balance.tools.demo import server as demo
@@ -84,9 +84,7 @@ QUEUE_TIME = "vllm:request_queue_time_seconds"  # vLLM's own: the whole wait
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_loopback_port()
 
 
 @dataclass

@@ -6,24 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import socket
 from pathlib import Path
 from typing import Any
 
 from vllm_ascend_balance.logger import init_logger
+from vllm_ascend_balance.loopback_ports import free_loopback_port
 from vllm_ascend_balance.replay.model.cost import REPLAY_CONFIG_KEY, ReplaySettings
 from vllm_ascend_balance.replay.pipeline.modes import Mode
 from vllm_ascend_balance.replay.pipeline.options import ReplayOptions
 from vllm_ascend_balance.replay.pipeline.workload_types import ReplayRequest
 
 logger = init_logger(__name__)
-
-
-def free_loopback_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def prompt_ids(index: int, length: int, vocab: int = 30000) -> list[int]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_ascend_balance.loopback_ports import free_loopback_port
 from vllm_ascend_balance.wiring.json_flag import json_object
 
 EXECUTOR = "vllm_ascend_balance.replay.real.executor.CostModelExecutor"
@@ -39,10 +40,8 @@ ADDITIONAL_CONFIG_FLAGS = ("--additional-config", "--additional_config")
 
 
 def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    # The replay's helper; imported here so that this module stays light.
-    from vllm_ascend_balance.replay.real.deployment import free_loopback_port
-
+    """A TCP port on 127.0.0.1, free now and outside the kernel's ephemeral
+    range (:func:`vllm_ascend_balance.loopback_ports.free_loopback_port`)."""
     return free_loopback_port()
 
 
