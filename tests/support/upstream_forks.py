@@ -9,10 +9,10 @@ run is importing what ``scheduler.py`` imports (torch, vLLM's config and KV
 cache modules: 7-13 s per run on 2 cores, 3 to 8 runs per lane).
 
 :class:`ForkServer` starts ONE process in the upstream tree with the runs'
-common environment. It imports every module ``scheduler.py`` imports at
-its top level (read from the installed file: the variant's own imports run
-first in a fresh run too, and none of them imports the scheduler, which is
-checked), then forks one child per run: the child takes the run's own
+common environment. It imports pytest and its plugins, then every module
+``scheduler.py`` imports at its top level (read from the installed file),
+in that order, as a fresh run does (none of them imports the scheduler,
+which is checked), then forks one child per run: the child takes the run's own
 environment variables, sends stdout and stderr to files and calls
 ``pytest.main`` with the run's arguments, as ``python -m pytest`` in the
 upstream tree would (the tree first on ``sys.path``). The variant is still
@@ -113,6 +113,13 @@ def _preload() -> None:
     import importlib.metadata
     import importlib.util
 
+    # As a fresh run: pytest and its installed plugins (entry points:
+    # hypothesis, ...) at start-up, then the variant's imports (the plugin
+    # loads the variant before any test module).
+    import pytest  # noqa: F401
+
+    for entry in importlib.metadata.entry_points(group="pytest11"):
+        importlib.import_module(entry.module)
     spec = importlib.util.find_spec(SCHEDULER)
     assert spec is not None and spec.origin is not None
     for name in top_level_imports(Path(spec.origin).read_text()):
@@ -120,12 +127,6 @@ def _preload() -> None:
     # The plugin refuses to load a variant once either is imported.
     loaded = {SCHEDULER, "vllm.v1.core.sched.async_scheduler"} & set(sys.modules)
     assert not loaded, f"preloading imported {loaded}"
-    # pytest and its installed plugins (entry points: hypothesis, ...),
-    # which a fresh run imports at start-up too; none imports vLLM.
-    import pytest  # noqa: F401
-
-    for entry in importlib.metadata.entry_points(group="pytest11"):
-        importlib.import_module(entry.module)
 
 
 def _child(request: dict) -> int:
