@@ -286,6 +286,30 @@ def test_drift_guard_cli_exit_status(other_sdist_tree):
     assert "re-sync" in lines[0]
 
 
+@pytest.mark.lane_scope("release")  # the CLI's own checks, no vLLM involved
+@pytest.mark.parametrize("command", ["check", "resync"])
+@pytest.mark.parametrize("kind", ["missing", "not vLLM"])
+def test_a_tree_that_is_not_a_vllm_source_tree_is_one_line(tmp_path, command, kind):
+    """``--tree`` naming no directory, or one without vLLM's files: one
+    line naming the tree, not a traceback (``check``) nor a re-sync hint
+    (the series is not what is wrong)."""
+    tree = tmp_path / "tree"
+    if kind == "not vLLM":
+        (tree / "src").mkdir(parents=True)
+    result = subprocess.run(
+        [sys.executable, str(SERIES_PY), command, "--lane", "release",
+         "--tree", str(tree), *(["--out", str(tmp_path / "out")]
+                                if command == "resync" else [])],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert str(tree) in lines[0] and "re-sync" not in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> Path:
     """A scratch copy of the repository layout series.py reads: pin files and

@@ -16,7 +16,7 @@ from vllm_ascend_balance.tools.patch.series import (
     series_digest,
 )
 
-from .lanes import lane_tag, series_patches
+from .lanes import RUNBOOK, lane_tag, series_patches, source_tree
 from .sdist import sdist
 
 
@@ -70,12 +70,13 @@ def status(lane: str, site: Path | None = None, root: Path | None = None) -> boo
 def check_tag(tag: str, tree: Path, root: Path | None = None) -> None:
     """``git apply --check`` of ``upstream_patch/<tag>/`` on ``tree``."""
     patches = series_patches(tag, root)
+    tree = source_tree(tree)
     result = git_apply(tree, patches, "--check")
     if result.returncode != 0:
         first = result.stderr.strip().splitlines()[0] if result.stderr else ""
         raise SeriesError(
             f"upstream_patch/{tag}/series does not apply to {tree} ({first}): "
-            f"re-sync it with `series.py resync --tag {tag}`, see CONTRIBUTING.md"
+            f"re-sync it with `series.py resync --tag {tag}`, see {RUNBOOK}"
         )
     print(f"upstream_patch/{tag}: {len(patches)} patch(es) apply cleanly to {tree}")
 
@@ -83,12 +84,12 @@ def check_tag(tag: str, tree: Path, root: Path | None = None) -> None:
 def check(lane: str, tree: Path | None = None, root: Path | None = None) -> None:
     tag = lane_tag(lane, root)
     patches = series_patches(tag, root, lane)
-    tree = tree or sdist(lane, root)
+    tree = source_tree(tree) if tree else sdist(lane, root)
     result = git_apply(tree, patches, "--check")
     if result.returncode != 0:
         first = result.stderr.strip().splitlines()[0] if result.stderr else ""
         raise SeriesError(
             f"upstream_patch/{tag}/series no longer applies to the {tag} source "
-            f"tree ({first}): re-sync the {lane} lane's series, see CONTRIBUTING.md"
+            f"tree ({first}): re-sync the {lane} lane's series, see {RUNBOOK}"
         )
     print(f"upstream_patch/{tag}: {len(patches)} patch(es) apply cleanly to {tree}")

@@ -15,6 +15,11 @@ from pathlib import Path
 
 from vllm_ascend_balance.tools.patch.series import SeriesError, read_series
 
+from .constants import SCHEDULER_REL, TEST_REL, UTILS_REL
+
+#: Where a maintainer reads how to re-sync a series (the runbook).
+RUNBOOK = "docs/upstream-patch.md"
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PATCH_DIR = ROOT / "upstream_patch"
@@ -82,7 +87,7 @@ def series_patches(
         raise SeriesError(
             f"{pinned}there is no patch series for {tag} (missing "
             f"upstream_patch/{tag}/series): re-sync the series into "
-            f"upstream_patch/{tag}/ for this pin, see CONTRIBUTING.md"
+            f"upstream_patch/{tag}/ for this pin, see {RUNBOOK}"
         )
     return read_series(series.parent)
 
@@ -96,3 +101,20 @@ def ascend_version(root: Path | None = None) -> str:
             f"{pin.relative_to(root or ROOT)} must hold a version like X.Y.Z[.postN]"
         )
     return version
+
+
+def source_tree(tree: Path) -> Path:
+    """``tree``, checked to be a vLLM source tree (the files the series
+    patches are there).
+
+    Raises:
+        SeriesError: one line naming the tree and the first file missing.
+    """
+    tree = Path(tree)
+    if not tree.is_dir():
+        raise SeriesError(f"--tree {tree}: no such directory (a vLLM source tree)")
+    needed = (SCHEDULER_REL, TEST_REL, UTILS_REL)
+    missing = [rel for rel in needed if not (tree / rel).is_file()]
+    if missing:
+        raise SeriesError(f"{tree} is not a vLLM source tree (missing {missing[0]})")
+    return tree

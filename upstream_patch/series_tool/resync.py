@@ -14,7 +14,7 @@ from pathlib import Path
 from .constants import PATCH_NAME, SCHEDULER_REL, TEST_REL, UTILS_REL
 from .emit_scheduler import patched_scheduler
 from .emit_tests import patched_test, patched_utils
-from .lanes import PATCH_DIR, SeriesError
+from .lanes import PATCH_DIR, SeriesError, source_tree
 from .message import commit_message
 
 # The commit the series is: author and date are placeholders, so a re-sync of
@@ -54,14 +54,7 @@ def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
     it), and the patch
     is made by ``git format-patch`` from a scratch commit of the tree's files
     (so the hunks are the tree's, never offset-patched)."""
-    tree = Path(tree)
-    missing = [
-        rel
-        for rel in (SCHEDULER_REL, TEST_REL, UTILS_REL)
-        if not (tree / rel).is_file()
-    ]
-    if missing:
-        raise SeriesError(f"{tree} is not a vLLM source tree (missing {missing[0]})")
+    tree = source_tree(tree)
     scheduler, shape = patched_scheduler((tree / SCHEDULER_REL).read_text())
     utils_source = (tree / UTILS_REL).read_text()
     test = patched_test((tree / TEST_REL).read_text(), utils_source, shape)
