@@ -41,7 +41,11 @@ def _printed() -> str:
 
 
 def test_rounds_table_matches_the_registry() -> None:
-    assert _documented() == _printed()
+    assert _documented() == _printed(), (
+        "docs/gather-cost.md's rounds table is not what the registry gives: "
+        "paste the output of `python benchmarks/gather_cost_by_policy.py "
+        "--markdown` between its [start:rounds] and [end:rounds] marks"
+    )
 
 
 def test_negative_control_a_new_policy_changes_the_table() -> None:

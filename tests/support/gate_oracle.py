@@ -235,7 +235,12 @@ class GateOracle:
     adp_batching: int = 0
 
     def __post_init__(self) -> None:
-        assert self.policy in POLICIES, self.policy
+        assert self.policy in POLICIES, (
+            f"{self.policy}: tests/support/gate_oracle.py has no rule for this "
+            "policy; write it from docs/gate-contract.md (add the name to "
+            "POLICIES, CHUNK_POLICIES if it holds chunks, and its rule in "
+            "GateOracle.propose; CONTRIBUTING.md, 'Where does X go')"
+        )
         assert self.max_held_steps is None or self.max_frozen_steps is None, (
             "at most one of the two bounds is set"
         )

@@ -9,8 +9,10 @@ registry: the configuration reader (knob types, ranges, refusals),
 simulated engine. The gate bounds every policy's holds itself
 (:mod:`~vllm_ascend_balance.gate.bound`).
 
-A new policy is its module here, one line in :data:`POLICIES` (or
-:func:`register` at run time), its property test and its docs.
+A new policy is its module here and one line in :data:`POLICIES` (or
+:func:`register` at run time), then its property test, its rule in the
+tests' contract oracle and its docs (CONTRIBUTING.md, "Where does X go";
+``tests/test_policy_completeness.py`` names any place missing).
 """
 
 from __future__ import annotations
