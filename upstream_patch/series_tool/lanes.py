@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vllm_ascend_balance.tools.patch.series import SeriesError, read_series
 
-from .constants import SCHEDULER_REL, TEST_REL, UTILS_REL
+from .constants import SCHEDULER_REL
 
 #: Where a maintainer reads how to re-sync a series (the runbook).
 RUNBOOK = "docs/upstream-patch.md"
@@ -103,9 +103,10 @@ def ascend_version(root: Path | None = None) -> str:
     return version
 
 
-def source_tree(tree: Path) -> Path:
-    """``tree``, checked to be a vLLM source tree (the files the series
-    patches are there).
+def source_tree(tree: Path, needed: tuple[str, ...] = (SCHEDULER_REL,)) -> Path:
+    """``tree``, checked to be a vLLM source tree: a directory holding
+    ``needed`` (``check`` asks for the scheduler only: whether the series
+    fits the rest is ``git apply``'s answer; ``resync`` reads all three).
 
     Raises:
         SeriesError: one line naming the tree and the first file missing.
@@ -113,7 +114,6 @@ def source_tree(tree: Path) -> Path:
     tree = Path(tree)
     if not tree.is_dir():
         raise SeriesError(f"--tree {tree}: no such directory (a vLLM source tree)")
-    needed = (SCHEDULER_REL, TEST_REL, UTILS_REL)
     missing = [rel for rel in needed if not (tree / rel).is_file()]
     if missing:
         raise SeriesError(f"{tree} is not a vLLM source tree (missing {missing[0]})")

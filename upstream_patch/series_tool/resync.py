@@ -54,7 +54,7 @@ def resync(tree: Path, tag: str, out: Path | None = None) -> Path:
     it), and the patch
     is made by ``git format-patch`` from a scratch commit of the tree's files
     (so the hunks are the tree's, never offset-patched)."""
-    tree = source_tree(tree)
+    tree = source_tree(tree, (SCHEDULER_REL, TEST_REL, UTILS_REL))
     scheduler, shape = patched_scheduler((tree / SCHEDULER_REL).read_text())
     utils_source = (tree / UTILS_REL).read_text()
     test = patched_test((tree / TEST_REL).read_text(), utils_source, shape)
