@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.support.forked import fork_run
+
 #: What the doctor imports on its way (vLLM's serve parser, its config and
 #: engine arguments): imported before the forks. A module that cannot be
 #: imported here is left to the child, which meets it as the command would.
@@ -73,30 +75,12 @@ def run_doctor_cases(
         }
 
 
-def _child(argv: list[str], out: Path, err: Path) -> int:
-    """In the forked child: stdout/stderr to files, then the console
-    script's function; returns its exit status."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    for stream, path in ((1, out), (2, err)):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(fd, stream)
-        os.close(fd)
+def _doctor(argv: list[str]) -> int | None:
+    """In the forked child: the console script's function."""
     sys.argv = ["vllm-ascend-balance", *argv]
     from vllm_ascend_balance.tools.cli import main
 
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse (vLLM's parser: exit 2)
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:  # a crash is a result: the test reads the traceback
-        import traceback
-
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return int(code or 0)
+    return main(argv)
 
 
 def _main(spec: Path, out_dir: Path) -> None:
@@ -108,17 +92,11 @@ def _main(spec: Path, out_dir: Path) -> None:
             importlib.import_module(name)
     children: dict[int, str] = {}
     for name, args in cases.items():
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = _child(
-                    ["doctor", *args],
-                    out_dir / f"{name}.out",
-                    out_dir / f"{name}.err",
-                )
-            finally:
-                os._exit(code)
+        pid = fork_run(
+            lambda args=args: _doctor(["doctor", *args]),
+            out_dir / f"{name}.out",
+            out_dir / f"{name}.err",
+        )
         children[pid] = name
     codes: dict[str, int] = {}
     while children:

@@ -34,7 +34,6 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 SCHEDULER = "vllm.v1.core.sched.scheduler"
@@ -131,26 +130,10 @@ def _preload() -> None:
 
 def _child(request: dict) -> int:
     os.environ.update(request["env"])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    for stream, path in ((1, request["out"]), (2, request["err"])):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(fd, stream)
-        os.close(fd)
     import pytest
 
     sys.argv = ["pytest", *request["argv"]]
-    try:
-        return int(pytest.main(request["argv"]))
-    except BaseException:
-        traceback.print_exc()
-        return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+    return int(pytest.main(request["argv"]))
 
 
 def _wait(pid: int, timeout: float) -> int:
@@ -167,6 +150,10 @@ def _wait(pid: int, timeout: float) -> int:
 
 
 def _serve(root: Path) -> None:
+    # This file's directory is still sys.path[0]; the tree has a `tests`
+    # package of its own, so the helper is imported by its bare name.
+    from forked import fork_run
+
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # vLLM's log lines must not reach the answers
     # As `python -m pytest` run in the tree: the tree first on sys.path
@@ -175,13 +162,11 @@ def _serve(root: Path) -> None:
     _preload()
     for line in sys.stdin:
         request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = _child(request)
-            finally:
-                os._exit(code)
+        pid = fork_run(
+            lambda request=request: _child(request),
+            Path(request["out"]),
+            Path(request["err"]),
+        )
         answers.write(json.dumps({"code": _wait(pid, request["timeout"])}) + "\n")
         answers.flush()
 
