@@ -353,6 +353,7 @@ def _dense_model_config(tmp_path: Path) -> ModelConfig:
     )
 
 
+@pytest.mark.usefixtures("clean_engine_core")
 @pytest.mark.parametrize("case", ["dp1", "dense"])
 def test_no_effect_warns_and_activates_nothing(
     case: str,
@@ -372,12 +373,20 @@ def test_no_effect_warns_and_activates_nothing(
     assert plan.requested and not plan.active
     assert any(expected in note for note in plan.notes), plan.notes
 
+    # docs/operating.md: "a warning, and nothing is activated". The
+    # front-end says it: no engine runs this package's link then (an
+    # operator's trial found a server at DP 1 silent when only the link
+    # warned).
     with caplog.at_level(logging.WARNING, logger=activation.logger.name):
-        activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
-    assert any(
-        r.levelno == logging.WARNING and expected in r.getMessage()
+        _create(cfg)
+    assert engine_chain.current_target() is UPSTREAM_RUN
+    warned = [
+        r.getMessage()
         for r in caplog.records
-    )
+        if r.levelno == logging.WARNING and r.name == activation.logger.name
+    ]
+    assert len(warned) == 1 and expected in warned[0], warned
+    activation.run_engine_core(vllm_config=cfg, dp_rank=0, local_dp_rank=0)
     (call,) = recorder
     assert call["engine_cls"] is UPSTREAM_ENGINE and not call["hooked"]
     assert call["scheduler_cls"] is sched_mod.Scheduler
@@ -567,6 +576,21 @@ def test_the_front_end_logs_each_warning_once(
     )
     _create(vllm_config(additional))
     assert warned and len(warned) == len(set(warned)), warned
+
+
+@pytest.mark.usefixtures("clean_engine_core")
+@pytest.mark.parametrize("additional", [ON, OFF], ids=["on-dp2", "off"])
+def test_the_front_end_warns_nothing_where_balance_works_or_is_off(
+    additional: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Controls of the no-effect warning
+    (``test_no_effect_warns_and_activates_nothing``)."""
+    warned: list[str] = []
+    monkeypatch.setattr(
+        activation.logger, "warning", lambda msg, *args: warned.append(msg % args)
+    )
+    _create(vllm_config(additional))
+    assert warned == []
 
 
 @pytest.mark.usefixtures("clean_engine_core")

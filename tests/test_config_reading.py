@@ -388,6 +388,51 @@ def test_an_unknown_policy_is_refused_in_one_line() -> None:
     assert "\n" not in str(err.value)
 
 
+def test_the_fix_for_a_near_miss_policy_sets_the_suggested_policy() -> None:
+    """An operator's trial: "Throttled" got 'did you mean "throttled"?'
+    beside an example setting another policy."""
+    for wrong, right in (("Throttled", "throttled"), ("adp-balance", "adp_balance")):
+        with pytest.raises(BalanceConfigError) as err:
+            read_user_setting(
+                {"scheduler_config": {SWITCH: True, "balance_policy": wrong}}, {}
+            )
+        message = str(err.value)
+        assert f'did you mean "{right}"?' in message, message
+        assert f'"balance_policy": "{right}"' in message, message
+        assert message.count('"balance_policy": ') == 1, message
+
+
+def test_an_unknown_key_lists_the_current_options_only() -> None:
+    """The list is what the user may write: a retired key is refused when
+    written (test_a_retired_key_is_refused...), so it is not offered."""
+    with pytest.raises(BalanceConfigError) as err:
+        read_user_setting({"scheduler_config": {SWITCH: True, "balance_foo": 1}}, {})
+    listed = str(err.value).split("the known ones are ", 1)[1].split(" (e.g.", 1)[0]
+    names = set(listed.split(", "))
+    assert names == {SWITCH, *config.options()} - set(policies.RETIRED_KEYS)
+    assert policies.RETIRED_KEYS, "no retired key left: this check checks nothing"
+
+
+@pytest.mark.parametrize(
+    "key", sorted(k for k in config.options() if k not in policies.RETIRED_KEYS)
+)
+def test_an_option_without_its_prefix_is_refused_where_the_options_live(
+    key: str,
+) -> None:
+    """docs/operating.md: near-misses of known options are refused (an
+    operator's trial: ``max_frozen_steps`` was taken silently, leaving the
+    freeze unbounded). Control: at the top level, where any plugin keeps
+    its keys, the bare name is left alone."""
+    bare = key.removeprefix("balance_")
+    with pytest.raises(BalanceConfigError) as err:
+        read_user_setting({"scheduler_config": {SWITCH: True, bare: 1}}, {})
+    assert f"{config.NESTED}.{bare} is not a balance scheduling setting" in str(
+        err.value
+    )
+    assert f"did you mean {key}?" in str(err.value)
+    read_user_setting({"scheduler_config": {SWITCH: True}, bare: 1}, {})
+
+
 @pytest.mark.parametrize("name", sorted(policies.RETIRED))
 def test_a_retired_policy_is_refused_naming_its_replacement(name: str) -> None:
     """``aligned``, ``cohort`` and ``batched`` were folded into

@@ -16,6 +16,9 @@ checked without a whole deployment (``tests/test_demo.py`` runs one):
   demo's own (the executor's block stays);
 - ``--dp 1`` warns that balance needs DP >= 2 (as doctor and the engines
   treat it: no effect, nothing refused); controls: DP 2, and balance off;
+- balance on where ``VLLM_PLUGINS`` leaves the plugin out is refused in one
+  line (the server would run stock vLLM); controls: the plugin in the
+  allowlist, balance off;
 - a server that fails to start leaves a log that exists after the demo
   exits, and the package's one-line refusal is the last line printed (a
   real vLLM front-end refusing ``--scheduler-cls no.such.Mod``); controls
@@ -444,3 +447,20 @@ def test_a_missing_dir_is_created_with_its_parents(tmp_path: Path) -> None:
     demo_checks.check_dir(target)
     assert target.is_dir() and list(target.iterdir()) == []
     demo_checks.check_dir(target)
+
+
+@pytest.mark.lane_scope("release")  # the demo's own checks
+def test_balance_on_where_vllm_will_not_load_the_plugin_is_refused() -> None:
+    """The operator's trial: VLLM_PLUGINS without ours served stock vLLM
+    while the demo announced balance on. Controls: the allowlist with ours,
+    and balance off (nothing to load)."""
+    with pytest.raises(demo_checks.UsageError, match="VLLM_PLUGINS=other .*unset"):
+        demo_checks.check_arguments(2, 0, 4, [], environ={"VLLM_PLUGINS": "other"})
+    allowed = {"VLLM_PLUGINS": "other,ascend_balance"}
+    assert demo_checks.check_arguments(2, 0, 4, [], environ=allowed).active
+    off = [
+        "--additional-config",
+        '{"scheduler_config": {"enable_balance_scheduling": false}}',
+    ]
+    plan = demo_checks.check_arguments(2, 0, 4, off, environ={"VLLM_PLUGINS": "other"})
+    assert not plan.active

@@ -75,12 +75,26 @@ CASES = {
         "--scheduler-cls",
         "no.such.Mod",
     ],
+    # The same server, where vLLM's plugin allowlist leaves ours out or in.
+    "plugins-left-out": ["MODEL", "--additional-config", ON, *DP],
+    "plugins-allowed": ["MODEL", "--additional-config", ON, *DP],
+}
+CASE_ENV = {
+    "plugins-left-out": {"VLLM_PLUGINS": "other"},
+    "plugins-allowed": {"VLLM_PLUGINS": "other,ascend_balance"},
 }
 
 # Cases whose verdict is this package's alone (its own flags and value
 # checks): the release lane runs them; the others go through vLLM's parser
 # and config, so every lane does.
-PACKAGE_ONLY = {"non-boolean", "dp1", "dense", "off-with-bound"}
+PACKAGE_ONLY = {
+    "non-boolean",
+    "dp1",
+    "dense",
+    "off-with-bound",
+    "plugins-left-out",
+    "plugins-allowed",
+}
 RELEASE_ONLY = pytest.mark.lane_scope("release")
 
 
@@ -137,7 +151,8 @@ def reports() -> dict[str, Report]:
         for name, args in CASES.items()
         if current_lane() == "release" or name not in PACKAGE_ONLY
     }
-    return {name: Report(proc) for name, proc in run_doctor_cases(cases).items()}
+    outcomes = run_doctor_cases(cases, env=CASE_ENV)
+    return {name: Report(proc) for name, proc in outcomes.items()}
 
 
 def test_forked_run_reports_as_the_console_script(
@@ -206,6 +221,27 @@ def test_unworkable_config_exits_1_with_one_line_cause(
         assert needle in verdict, (needle, verdict)
     assert "would activate:" not in report.stdout
     assert "Traceback" not in report.stderr
+
+
+@RELEASE_ONLY
+def test_a_plugin_vllm_will_not_load_is_named_with_the_fix(
+    reports: dict[str, Report],
+) -> None:
+    """VLLM_PLUGINS without ours: vLLM runs stock, so balance cannot work
+    (docs/install.md, turning it off). Its control: the same allowlist with
+    ours in it activates."""
+    report = reports["plugins-left-out"]
+    assert report.returncode == 1, report.stdout + report.stderr
+    assert report.field("plugin registered").startswith("True")
+    assert report.field("plugin loaded").startswith("False")
+    assert report.field("would activate") == "False"
+    verdict = report.field("verdict")
+    for needle in ("VLLM_PLUGINS=other ", "'ascend_balance'", "unset"):
+        assert needle in verdict, (needle, verdict)
+    allowed = reports["plugins-allowed"]
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert allowed.field("would activate") == "True"
+    assert "plugin loaded:" not in allowed.stdout
 
 
 @pytest.mark.parametrize(

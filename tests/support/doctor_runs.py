@@ -43,10 +43,13 @@ PRELOAD = (
 
 
 def run_doctor_cases(
-    cases: dict[str, list[str]], timeout: float = 600.0
+    cases: dict[str, list[str]],
+    timeout: float = 600.0,
+    env: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, subprocess.CompletedProcess[str]]:
     """``{case: the doctor's outcome}`` for ``{case: doctor arguments}``
-    (what follows ``vllm-ascend-balance doctor`` on a command line).
+    (what follows ``vllm-ascend-balance doctor`` on a command line);
+    ``env``: ``{case: variables}`` set in that case's process only.
 
     Raises:
         subprocess.TimeoutExpired: the runner did not finish within
@@ -55,7 +58,7 @@ def run_doctor_cases(
     """
     with tempfile.TemporaryDirectory(prefix="vab-doctor-") as tmp:
         spec = Path(tmp) / "cases.json"
-        spec.write_text(json.dumps(cases))
+        spec.write_text(json.dumps({"cases": cases, "env": env or {}}))
         proc = subprocess.run(
             [sys.executable, "-m", "tests.support.doctor_runs", str(spec), tmp],
             capture_output=True,
@@ -75,8 +78,9 @@ def run_doctor_cases(
         }
 
 
-def _doctor(argv: list[str]) -> int | None:
+def _doctor(argv: list[str], env: dict[str, str]) -> int | None:
     """In the forked child: the console script's function."""
+    os.environ.update(env)
     sys.argv = ["vllm-ascend-balance", *argv]
     from vllm_ascend_balance.tools.cli import main
 
@@ -84,7 +88,9 @@ def _doctor(argv: list[str]) -> int | None:
 
 
 def _main(spec: Path, out_dir: Path) -> None:
-    cases: dict[str, list[str]] = json.loads(spec.read_text())
+    loaded = json.loads(spec.read_text())
+    cases: dict[str, list[str]] = loaded["cases"]
+    env: dict[str, dict[str, str]] = loaded["env"]
     for name in PRELOAD:
         # A failed import is left to the child, which meets it as the
         # command would.
@@ -93,7 +99,7 @@ def _main(spec: Path, out_dir: Path) -> None:
     children: dict[int, str] = {}
     for name, args in cases.items():
         pid = fork_run(
-            lambda args=args: _doctor(["doctor", *args]),
+            lambda args=args, name=name: _doctor(["doctor", *args], env.get(name, {})),
             out_dir / f"{name}.out",
             out_dir / f"{name}.err",
         )

@@ -38,10 +38,8 @@ how long each request admitted to RUNNING waited while the gate held admission
 :class:`~vllm_ascend_balance.observability.histogram_file.HistogramFile`.
 
 Each engine core also logs one INFO line per vLLM stats interval
-(``VLLM_LOG_STATS_INTERVAL``, only when stats logging is on): freeze share,
-fail-open steps, the gather's p50/p99 and the decisions by reason
-(``balance_reasons``: the policy's, or the gate's ``deadline`` and
-``frozen_bound``) over the interval.
+(:mod:`~vllm_ascend_balance.observability.interval_summary`, only when
+stats logging is on).
 """
 
 from __future__ import annotations
@@ -60,6 +58,7 @@ from vllm_ascend_balance.observability.exported_series import (
 )
 from vllm_ascend_balance.observability.held_wait import HeldWait
 from vllm_ascend_balance.observability.histogram_file import HistogramFile
+from vllm_ascend_balance.observability.interval_summary import IntervalSummary
 from vllm_ascend_balance.observability.metrics_dirs import engine_metrics_dir
 
 logger = init_logger(__name__)
@@ -94,12 +93,6 @@ def engine_labels(engine: Any) -> tuple[int, str]:
     return int(getattr(engine, "dp_rank", 0)), str(model_name)
 
 
-def _quantile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank quantile of a sorted, non-empty list."""
-    index = min(len(sorted_values) - 1, max(0, round(q * len(sorted_values)) - 1))
-    return sorted_values[index]
-
-
 class EngineBalanceMetrics:
     """One engine core's balance series and interval summary.
 
@@ -127,10 +120,9 @@ class EngineBalanceMetrics:
         self.log_interval_s = log_interval_s
         #: Whether the series travel in the engine's stats instead of files.
         self.carried = False
-        self._next_log = time.monotonic() + (log_interval_s or 0.0)
-        self._interval_gather_s: list[float] = []
-        self._interval_start: tuple[int, int, int] = (0, 0, 0)
-        self._interval_reasons: dict[str, int] = {}
+        self.summary = (
+            None if log_interval_s is None else IntervalSummary(dp_rank, log_interval_s)
+        )
         self._files: list[tuple[Any, str, str]] = []
         self._histograms: list[HistogramFile] = []
         self.held_wait = HeldWait()
@@ -179,11 +171,11 @@ class EngineBalanceMetrics:
         built.carried = carried
         return built
 
-    def record(self, scheduler: Any) -> None:
+    def record(self, scheduler: Any, wave_end: bool = False) -> None:
         """After one gather (and :attr:`held_wait`'s update): update the
-        files and, once per interval, log. Takes the held-wait observations
-        unless the stats carry them (also without files, so they never pile
-        up)."""
+        files and the interval summary (``wave_end``: the engines go idle
+        after this gather). Takes the held-wait observations unless the
+        stats carry them (also without files, so they never pile up)."""
         if self._files:
             now = time.time()
             for target, key, attr in self._files:
@@ -197,42 +189,5 @@ class EngineBalanceMetrics:
                 }
                 for histogram, series in zip(self._histograms, HISTOGRAMS, strict=True):
                     histogram.observe(taken[series.attr])
-        if self.log_interval_s is None:
-            return
-        self._interval_gather_s.append(scheduler.balance_last_gather_s)
-        if time.monotonic() >= self._next_log:
-            self._log(scheduler)
-
-    def _log(self, scheduler: Any) -> None:
-        gathers0, frozen0, fail0 = self._interval_start
-        gathers = scheduler.balance_gathers - gathers0
-        frozen = scheduler.balance_frozen_gathers - frozen0
-        fail_opens = scheduler.balance_fail_opens - fail0
-        samples = sorted(self._interval_gather_s)
-        reasons = dict(getattr(scheduler, "balance_reasons", {}))
-        counted = {
-            reason: n - self._interval_reasons.get(reason, 0)
-            for reason, n in sorted(reasons.items())
-        }
-        logger.info(
-            "balance scheduling, DP rank %d: %d gathers, %.1f%% frozen, "
-            "%d fail-open steps, gather p50 %.3f ms, p99 %.3f ms, "
-            "running spread %d, decisions %s",
-            self.dp_rank,
-            gathers,
-            100.0 * frozen / gathers if gathers else 0.0,
-            fail_opens,
-            1e3 * _quantile(samples, 0.5),
-            1e3 * _quantile(samples, 0.99),
-            scheduler.balance_spread,
-            " ".join(f"{r}={n}" for r, n in counted.items() if n) or "none",
-        )
-        self._interval_reasons = reasons
-        self._interval_start = (
-            scheduler.balance_gathers,
-            scheduler.balance_frozen_gathers,
-            scheduler.balance_fail_opens,
-        )
-        self._interval_gather_s.clear()
-        assert self.log_interval_s is not None
-        self._next_log = time.monotonic() + self.log_interval_s
+        if self.summary is not None:
+            self.summary.record(scheduler, wave_end)

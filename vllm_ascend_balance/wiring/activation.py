@@ -76,8 +76,6 @@ def run_engine_core(
             + ([ascend_steering.describe(plan.vllm_ascend)] if plan.vllm_ascend else [])
         )
         logger.info("balance scheduling active on DP rank %d: %s", dp_rank, notes)
-    elif plan.requested and dp_rank == 0:
-        logger.warning("balance scheduling: %s", plan.notes[-1])
     return next_link(*args, dp_rank=dp_rank, local_dp_rank=local_dp_rank, **kwargs)
 
 
@@ -88,7 +86,8 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
     (:func:`~vllm_ascend_balance.wiring.ascend_steering.steer_engine_args`), and
     where it activates :func:`run_engine_core` becomes the outermost link
     (after the platform and every plugin installed theirs, while creating
-    the config)."""
+    the config); where it is requested but has no effect (DP size 1, a
+    dense model), one warning says why."""
 
     @functools.wraps(create_engine_config)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -105,6 +104,9 @@ def _check_early(create_engine_config: Callable[..., Any]) -> Callable[..., Any]
             engine_chain.install(run_engine_core)
         else:
             engine_chain.uninstall(run_engine_core)
+            if plan.requested:
+                # Said here: no engine runs this package's link to say it.
+                logger.warning("balance scheduling: %s", plan.notes[-1])
         if plan.active:
             metrics_dirs.serve_from_front_end()
             if not getattr(self, "disable_log_stats", True):

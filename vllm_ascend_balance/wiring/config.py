@@ -201,12 +201,16 @@ def policy(value: Any, where: str) -> str:
             if isinstance(value, str)
             else []
         )
-        hint = f"did you mean {shown(close[0])}? " if close else ""
+        # The example sets the suggestion, where there is one.
+        hint = (
+            f"did you mean {shown(close[0])}? use {example('balance_policy', close[0])}"
+            if close
+            else f"use e.g. {example('balance_policy')}"
+        )
         raise BalanceConfigError(
             f"{where}.balance_policy must be one of "
             f"{', '.join(shown(p) for p in POLICIES)}, got {shown(value)}: "
-            f"{hint}use e.g. {example('balance_policy')}, or remove the "
-            f"key for the contract ({DEFAULT_POLICY})"
+            f"{hint}, or remove the key for the contract ({DEFAULT_POLICY})"
         )
     return str(value)
 

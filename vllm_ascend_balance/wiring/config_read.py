@@ -144,7 +144,9 @@ def read_user_setting(
     misplaced = misplaced_section(additional)
     if misplaced:
         raise BalanceConfigError(misplaced)
-    unknown = unknown_keys(sched, NESTED) + unknown_keys(additional, TOP)
+    unknown = unknown_keys(sched, NESTED, prefixless=True) + unknown_keys(
+        additional, TOP
+    )
     switch_typos = [u for u in unknown if f"did you mean {SWITCH}?" in u]
     if switch_typos:
         raise BalanceConfigError(switch_typos[0])

@@ -14,6 +14,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_ascend_balance.gate.policies import RETIRED_KEYS
 from vllm_ascend_balance.wiring.config import (
     CARRIED_KEY,
     ENABLE_EXAMPLE,
@@ -89,22 +90,30 @@ def written_options(
     return found
 
 
-def unknown_keys(section: Mapping[str, Any], where: str) -> list[str]:
+def unknown_keys(
+    section: Mapping[str, Any], where: str, prefixless: bool = False
+) -> list[str]:
     """One-line refusals for keys of ``section`` that look like balance
-    settings but are not: unknown ``balance_*`` keys, and keys one typo away
-    from a known one (which would leave it at its default)."""
+    settings but are not: unknown ``balance_*`` keys, keys one typo away
+    from a known one (which would leave it at its default) and, where
+    ``prefixless`` (the nested section, whose other keys are vllm-ascend's
+    few; the top level holds any plugin's), a known option without its
+    ``balance_`` prefix (``max_frozen_steps``)."""
     found = []
-    known = (SWITCH, *options())
+    known = (SWITCH, *options())  # retired keys too: refused on their own
+    current = [k for k in known if k not in RETIRED_KEYS]
     for key in section:
         if not isinstance(key, str) or key in known:
             continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        close = difflib.get_close_matches(key, current, n=1, cutoff=0.85)
+        if prefixless and f"balance_{key}" in current:
+            close = [f"balance_{key}"]
         if not close and not key.startswith("balance_"):
             continue
         hint = (
             f"did you mean {close[0]}? (e.g. {example(close[0])})"
             if close
-            else f"the known ones are {', '.join(known)} (e.g. "
+            else f"the known ones are {', '.join(current)} (e.g. "
             f"{example('balance_max_frozen_steps')})"
         )
         found.append(f"{where}.{key} is not a balance scheduling setting: {hint}")

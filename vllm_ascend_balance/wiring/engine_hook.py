@@ -89,7 +89,7 @@ def gather_after_sync(engine: Any, engines_running: bool = True) -> None:
     finally:
         watchdog.started = None
     metrics.held_wait.after_gather(scheduler)
-    metrics.record(scheduler)
+    metrics.record(scheduler, wave_end=not engines_running)
     if metrics.carried and not engines_running:
         stats_carrier.flush(engine)
 

@@ -31,6 +31,7 @@ from vllm_ascend_balance.tools.demo.command import (
     server_env,
     split_additional_config,
 )
+from vllm_ascend_balance.tools.plugin_loading import load_problem
 from vllm_ascend_balance.tools.vllm_presence import SEE_DOCTOR, does_not_import
 from vllm_ascend_balance.wiring.config import BalanceConfigError
 from vllm_ascend_balance.wiring.config_read import read_user_setting
@@ -100,7 +101,9 @@ def check_arguments(
         UsageError: ``--dp`` or ``--max-num-seqs`` < 1, ``--port`` out of
             0..65535, ``--data-parallel-size`` among ``extra_args``
             (:data:`OWN_FLAGS`), an ``--additional-config`` that is not a
-            JSON object, or a balance setting the engines would refuse.
+            JSON object, a balance setting the engines would refuse, or
+            balance on where vLLM will not load the plugin
+            (:func:`~vllm_ascend_balance.tools.plugin_loading.load_problem`).
     """
     for flag, value, fix in (("--dp", dp, 2), ("--max-num-seqs", max_num_seqs, 4)):
         if value < 1:
@@ -140,6 +143,9 @@ def check_arguments(
                 "use --dp 2 or more"
             ],
         )
+    unloaded = load_problem(os.environ if environ is None else environ)
+    if unloaded:
+        raise UsageError(unloaded)
     return DemoPlan("on", True)
 
 

@@ -40,6 +40,8 @@ EPILOG = textwrap.dedent(
                            Scheduler.schedule() calls it
                            (else: vllm-ascend-balance patch-vllm)
       plugin registered    the vllm.general_plugins entry point of this package
+      plugin loaded        False where VLLM_PLUGINS leaves that entry point
+                           out (vLLM then never loads it: balance is off)
       setting              enable_balance_scheduling, and where it was read:
                            --additional-config (nested scheduler_config key,
                            then the legacy top-level key), then the
@@ -52,7 +54,7 @@ EPILOG = textwrap.dedent(
                            vLLM's, and an executor's own over both (the
                            demo's: Recording...); async scheduling as vLLM
                            settles it for these arguments
-      gate reaches seam, freeze bound, freeze policy
+      gate reaches seam, freeze policy, freeze bound, exchange
       would activate       True when `vllm serve` with these arguments runs
                            balance scheduling (needs DP size > 1, a MoE model,
                            a PD-mixed deployment), then notes saying why
@@ -61,7 +63,9 @@ EPILOG = textwrap.dedent(
       0  the report is complete (balance active, off, or with no effect here:
          see "would activate" and its notes)
       1  balance is requested but cannot work ("verdict: cannot work: ..."
-         names the setting and the fix), or vLLM is not installed
+         names the setting and the fix: a refused setting, no seam, the
+         plugin not installed or left out by VLLM_PLUGINS), or vLLM is not
+         installed
       2  an argument `vllm serve` would refuse (vLLM's own error message),
          its parser or, at start-up, its SchedulerConfig (--max-num-seqs 0)
 

@@ -14,10 +14,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from vllm_ascend_balance.tools.doctor.args import parse_serve_args
+from vllm_ascend_balance.tools.plugin_loading import entry_point_name
 from vllm_ascend_balance.wiring.json_flag import json_object
 
-ENTRY_POINT_GROUP = "vllm.general_plugins"
-ENTRY_POINT_TARGET = "vllm_ascend_balance.wiring.activation:register"
 #: The classmethod by which an executor named with
 #: ``--distributed-executor-backend`` says which scheduler class an engine
 #: core with it builds over the configured one (the demo's cost-model
@@ -39,10 +38,7 @@ def vllm_version() -> str | None:
 
 def plugin_registered() -> bool:
     """Whether this package's ``vllm.general_plugins`` entry point is installed."""
-    return any(
-        ep.value == ENTRY_POINT_TARGET
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-    )
+    return entry_point_name() is not None
 
 
 def install_lines() -> list[tuple[str, str]]:

@@ -27,14 +27,17 @@ from vllm_ascend_balance.tools.doctor.args import (
     parse_serve_args,
 )
 from vllm_ascend_balance.tools.doctor.checks import (
-    ENTRY_POINT_GROUP,
-    ENTRY_POINT_TARGET,
     config_view,
     engine_scheduler_class,
     gate_line,
     install_lines,
     plugin_registered,
     vllm_version,
+)
+from vllm_ascend_balance.tools.plugin_loading import (
+    ENTRY_POINT_GROUP,
+    ENTRY_POINT_TARGET,
+    load_problem,
 )
 from vllm_ascend_balance.tools.vllm_presence import does_not_import
 from vllm_ascend_balance.wiring.config import ENV_READ_BY, ENV_SETTING
@@ -102,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
         )
     say("seam present", seam)
     say("plugin registered", f"{plugin_registered()} ({ENTRY_POINT_GROUP})")
+    unloaded = load_problem()
+    if unloaded and plugin_registered():
+        say("plugin loaded", "False (VLLM_PLUGINS leaves it out)")
     try:
         view = config_view(args)
         # What the front-end hands vLLM: vllm-ascend sees balance off.
@@ -144,8 +150,15 @@ def run(args: argparse.Namespace) -> int:
         say("freeze policy", policy.removeprefix("policy "))
         say("freeze bound", bound)
         say("exchange", exchange.removeprefix("exchange "))
-    say("would activate", plan.active)
+    say("would activate", plan.active and not unloaded)
     for note in plan.notes:
         if note not in shown:
             print(f"  - {note}")
+    if unloaded and plan.requested:
+        # Nothing of the package runs in such a server to say so, nor
+        # hands vllm-ascend's copied gate its switches set to off.
+        if plan.vllm_ascend is not None:
+            unloaded += f" ({plan.vllm_ascend}'s own balance gate reads the setting)"
+        say("verdict", f"cannot work: {unloaded}")
+        return 1
     return 0
