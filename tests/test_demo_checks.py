@@ -8,6 +8,8 @@ checked without a whole deployment (``tests/test_demo.py`` runs one):
   executor name ``BalanceScheduler``;
 - a bad ``--port`` or ``--additional-config`` is refused in one line
   before anything starts (exit 2, no stack); control: good values pass;
+  a busy ``--port`` is one line too (exit 1), before the log is named or
+  ``--dir`` made;
 - an argument vLLM's own parser refuses (an unknown flag, a bad value) and
   a ``--dir`` that is a file or cannot be written are refused the same
   way, before the server starts; controls: arguments vLLM accepts, and a
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -398,6 +401,26 @@ def test_an_unknown_vllm_argument_is_refused_before_the_server_starts(
     workdir = tmp_path / "demo"
     line = _one_refusal(_demo("--dir", str(workdir), "--no-such-flag", "7"))
     assert "--no-such-flag" in line and "correct or remove it" in line, line
+    assert not workdir.exists(), "refused before anything was made"
+
+
+@pytest.mark.lane_scope("release")  # the demo's own check
+def test_a_port_in_use_is_one_line_and_names_no_log(tmp_path: Path) -> None:
+    """A busy ``--port`` is refused in one line (exit 1), before the demo
+    names a log it would not write (it printed ``log: .../server.log`` of a
+    directory it then removed) and before ``--dir`` is created. Control of
+    the busy port: ``tests/test_demo.py`` passes it once released."""
+    workdir = tmp_path / "demo"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind((demo.HOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _demo("--port", str(port), "--dir", str(workdir))
+    assert result.returncode == 1, result.stdout + result.stderr[-3000:]
+    assert result.stdout == "", "no log named"
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{PROG}: port {port} "), lines
+    assert "is in use" in lines[0] and "--port 0" in lines[0], lines[0]
     assert not workdir.exists(), "refused before anything was made"
 
 

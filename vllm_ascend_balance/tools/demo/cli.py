@@ -10,7 +10,8 @@ tiny MoE model, the cost-model executor, balance on), waits for
 prompt, the ``/metrics`` URL and the ``doctor`` command for the same
 arguments (:mod:`~vllm_ascend_balance.tools.demo.report`). Runs until Ctrl-C
 (or SIGTERM), which stops every process it started; exit status 0 then,
-the server's own status if it exits by itself, 1 if it does not come up.
+the server's own status if it exits by itself, 1 if it does not come up
+or its port is in use.
 When the server fails, the end of its log, the path of the kept log and,
 last, this package's refusal are printed.
 """
@@ -108,12 +109,16 @@ def run(args: argparse.Namespace) -> int:
         unchecked = demo_checks.check_serve_args(
             args.dp, args.max_num_seqs, args.serve_args
         )
+        # Before --dir is made and the log's path is printed: a busy port
+        # leaves nothing behind and says one line (the start checks again).
+        if args.port:
+            demo.check_port_free(args.port)
         if args.dir is not None:
             demo_checks.check_dir(args.dir)
     except demo_checks.UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    except demo_checks.VllmBroken as exc:
+    except (demo_checks.VllmBroken, demo.DemoError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
     if unchecked:
