@@ -15,13 +15,18 @@ unbounded ``on`` and ``on`` with each N, on
 and writes a Markdown table (``--markdown``) and the per-run metrics
 (``--json``). Usage::
 
-    python benchmarks/sweep_max_frozen_steps.py            # ~10 min on 2 cores
-    python benchmarks/sweep_max_frozen_steps.py --bounds 8 32
+    venv=$(scripts/lane.sh release)   # a Python with vLLM (the replay runs it)
+    $venv/bin/python benchmarks/sweep_max_frozen_steps.py     # ~10 min on 2 cores
+    $venv/bin/python benchmarks/sweep_max_frozen_steps.py --bounds 8 32
+
+Without vLLM in the Python running it, it stops in one line naming that
+command, before any replay.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -34,6 +39,9 @@ if not __package__:  # run or loaded by path: this checkout first (_checkout.py)
     import _checkout  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
+PROG = "benchmarks/sweep_max_frozen_steps.py"
+#: The fix where vLLM is missing: the lane venv, as README.md runs benchmarks.
+LANE_PYTHON = f"$(scripts/lane.sh release)/bin/python {PROG}"
 WORKLOADS: dict[str, list[str]] = {
     "starvation, DP 2": [
         "--dp",
@@ -65,11 +73,25 @@ COLUMNS = [
 ]
 
 
+class ReplayFailed(Exception):
+    """A replay exited non-zero; it said why on stderr."""
+
+
 def replay(args: list[str], out: Path) -> list[dict[str, Any]]:
-    """One replay invocation on the simulated engine; its runs' metrics."""
+    """One replay invocation on the simulated engine; its runs' metrics.
+
+    Raises:
+        ReplayFailed: the replay exited non-zero (its own error line is
+            above on stderr).
+    """
     cmd = [sys.executable, "-m", "vllm_ascend_balance", "replay", "--engine", "sim"]
     cmd += ["--repeat", "1", "--max-num-seqs", "16", "--json", str(out), *args]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+    if done.returncode:
+        raise ReplayFailed(
+            f"`vllm-ascend-balance replay {' '.join(args)}` exited with status "
+            f"{done.returncode} (its error is above): fix that, then run {PROG} again"
+        )
     runs = json.loads(out.read_text())["runs"]
     return [{"mode": r["mode"], **r["metrics"]} for r in runs]
 
@@ -84,6 +106,24 @@ def main() -> int:
         "--json", type=Path, default=ROOT / "benchmarks/results/max_frozen_steps.json"
     )
     opts = parser.parse_args()
+    if importlib.util.find_spec("vllm") is None:
+        # Checked first: each replay would say it, after the sweep started.
+        print(
+            f"{PROG}: error: vLLM is not installed in this Python ({sys.executable}); "
+            f"the replays it runs need one: run it with the lane venv's Python, "
+            f"{LANE_PYTHON}",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        return sweep(opts)
+    except ReplayFailed as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def sweep(opts: argparse.Namespace) -> int:
+    """The sweep of :func:`main`'s options: the table and the JSON written."""
     results: dict[str, list[dict[str, Any]]] = {}
     lines = [
         "<!-- written by benchmarks/sweep_max_frozen_steps.py -->",

@@ -15,11 +15,15 @@ command prints and checks, in the order an operator would:
 - the printed doctor command, run as printed, accepts every argument of the
   server and names the scheduler class the server's engines really built
   (vLLM's "Using custom scheduler class" line of each engine);
-- SIGINT to the command's process group (a terminal's Ctrl-C) stops it with
-  status 0 and leaves no process of the server's session.
+- SIGINT to the command's process group (a terminal's Ctrl-C) with
+  requests in flight lets them finish, every token (the demo's
+  ``--shutdown-timeout``), stops it with status 0 and leaves no process of
+  the server's session.
 
 Negative controls: the start-up check reports a missing rank and a non-zero
-value; the process census sees the server's processes while they run. The
+value; the process census sees the server's processes while they run; the
+engines' own log line says the requests were in flight at the stop (the
+demo without its drain, by hand: vLLM aborts them, the replies are cut). The
 async-scheduling rule doctor follows is checked in-process on both sides
 (an executor with and without async support, CPU platform or not).
 """
@@ -59,6 +63,14 @@ SCRIPT = Path(sys.executable).parent / "vllm-ascend-balance"
 STARTUP_LIMIT_S = 480  # hang guard only; nothing asserts on durations
 ENGINES = ("0", "1")
 BUILT = re.compile(r"Using custom scheduler class <class '[\w.]+\.(\w+)'>")
+#: Requests in flight at Ctrl-C: as many as DP 2 admits at the demo's cap of
+#: 4, each a few seconds long, far inside the demo's drain bound.
+IN_FLIGHT = 4
+IN_FLIGHT_TOKENS = 600
+#: vLLM's engine core, stopping with a drain bound (``--shutdown-timeout``).
+DRAINING = re.compile(
+    r"\[shutdown\] EngineCore: draining in-flight requests count=(\d+)"
+)
 
 
 # --------------------------------------------------------------------------
@@ -349,6 +361,25 @@ def scrape(url: str) -> str:
         return str(resp.read().decode())
 
 
+def running_requests(text: str) -> float:
+    """The requests the engines are running, all ranks together."""
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "vllm:num_requests_running"
+        for sample in family.samples
+    )
+
+
+def _complete_into(url: str, replies: queue.Queue[object]) -> None:
+    """One completion of :data:`IN_FLIGHT_TOKENS`; its reply, or what it
+    raised, into ``replies``."""
+    try:
+        replies.put(demo.complete(url, [11, 12, 13, 14], IN_FLIGHT_TOKENS))
+    except Exception as exc:  # an aborted request: the test shows it
+        replies.put(repr(exc))
+
+
 def settled(url: str) -> dict[tuple[str, str], float]:
     """Scrape until two scrapes agree (engines finish their last steps)."""
     previous = balance_samples(scrape(url))
@@ -414,12 +445,35 @@ def test_demo_serves_and_stops_on_ctrl_c(running_demo: Demo) -> None:
         report.stdout,
     )
 
-    # Ctrl-C: SIGINT to the command's process group, as a terminal sends it.
+    # Ctrl-C: SIGINT to the command's process group, as a terminal sends it,
+    # with requests in flight (the engines' running count says so first).
     before = session_members(server_pid)
     assert len(before) >= 4, before  # API server, coordinator, 2 engine cores
+    replies: queue.Queue[object] = queue.Queue()
+    clients = [
+        threading.Thread(target=_complete_into, args=(url, replies), daemon=True)
+        for _ in range(IN_FLIGHT)
+    ]
+    for client in clients:
+        client.start()
+    deadline = time.monotonic() + STARTUP_LIMIT_S  # hang guard
+    while running_requests(scrape(metrics_url)) == 0:
+        assert time.monotonic() < deadline, "the requests never ran"
+        time.sleep(0.1)
     os.killpg(running.proc.pid, signal.SIGINT)
     assert running.proc.wait(timeout=180) == 0
+    stopping = running.until("stopping the server", 30)
     running.until("stopped: no process of the server is left", 30)
+    # They finished, every token (vLLM's default aborted them: an error, or
+    # a cut reply), and the engines had them in flight when told to stop.
+    got = [replies.get(timeout=60) for _ in clients]
+    tokens = [
+        r["usage"]["completion_tokens"] if isinstance(r, dict) else r for r in got
+    ]
+    assert tokens == [IN_FLIGHT_TOKENS] * IN_FLIGHT, tokens
+    drained = DRAINING.findall(Path(running.field("log")).read_text(errors="replace"))
+    assert drained and sum(map(int, drained)) > 0, "requests in flight at the stop"
+    assert "--shutdown-timeout" in stopping, stopping
     assert session_members(server_pid) == []
     assert session_members(running.proc.pid) == []
     # Nothing left in its temp dir: no scratch dir, and no socket file (the

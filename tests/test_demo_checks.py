@@ -8,6 +8,8 @@ checked without a whole deployment (``tests/test_demo.py`` runs one):
   executor name ``BalanceScheduler``;
 - a bad ``--port`` or ``--additional-config`` is refused in one line
   before anything starts (exit 2, no stack); control: good values pass;
+  a busy ``--port`` is one line too (exit 1), before the log is named or
+  ``--dir`` made;
 - an argument vLLM's own parser refuses (an unknown flag, a bad value) and
   a ``--dir`` that is a file or cannot be written are refused the same
   way, before the server starts; controls: arguments vLLM accepts, and a
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from vllm_ascend_balance.tools.demo import checks as demo_checks
+from vllm_ascend_balance.tools.demo import drain as demo_drain
 from vllm_ascend_balance.tools.demo import log as demo_log
 from vllm_ascend_balance.tools.demo import report as demo_report
 from vllm_ascend_balance.tools.demo import server as demo
@@ -404,6 +408,26 @@ def test_an_unknown_vllm_argument_is_refused_before_the_server_starts(
     assert not workdir.exists(), "refused before anything was made"
 
 
+@pytest.mark.lane_scope("release")  # the demo's own check
+def test_a_port_in_use_is_one_line_and_names_no_log(tmp_path: Path) -> None:
+    """A busy ``--port`` is refused in one line (exit 1), before the demo
+    names a log it would not write (it printed ``log: .../server.log`` of a
+    directory it then removed) and before ``--dir`` is created. Control of
+    the busy port: ``tests/test_demo.py`` passes it once released."""
+    workdir = tmp_path / "demo"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind((demo.HOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _demo("--port", str(port), "--dir", str(workdir))
+    assert result.returncode == 1, result.stdout + result.stderr[-3000:]
+    assert result.stdout == "", "no log named"
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{PROG}: port {port} "), lines
+    assert "is in use" in lines[0] and "--port 0" in lines[0], lines[0]
+    assert not workdir.exists(), "refused before anything was made"
+
+
 def test_vllms_parser_refuses_a_bad_value_and_accepts_good_ones() -> None:
     """The check on the real vLLM parser: a value vLLM refuses (an int
     flag given a word) is refused with vLLM's message; control: the same
@@ -411,10 +435,74 @@ def test_vllms_parser_refuses_a_bad_value_and_accepts_good_ones() -> None:
     with pytest.raises(demo_checks.UsageError, match="--seed") as caught:
         demo_checks.check_serve_args(2, 4, ["--seed", "many"])
     assert "\n" not in str(caught.value) and "'many'" in str(caught.value)
-    assert (
-        demo_checks.check_serve_args(2, 4, ["--seed", "1", "--disable-log-stats"])
-        is None
-    )
+    checked = demo_checks.check_serve_args(2, 4, ["--seed", "1", "--disable-log-stats"])
+    assert checked.warning is None
+
+
+# --------------------------------------------------------------------------
+# Ctrl-C lets the requests in flight finish: --shutdown-timeout, added once
+# --------------------------------------------------------------------------
+
+
+def test_the_drain_flag_is_asked_of_vllms_serve_parser() -> None:
+    """The child that checks the arguments reports whether vLLM's ``vllm
+    serve`` parser has ``--shutdown-timeout``, as the parser does in this
+    process and as ``EngineArgs`` (its field) witnesses. Control: a flag the
+    parser lacks is reported missing."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    has_field = "shutdown_timeout" in {f.name for f in dataclasses.fields(EngineArgs)}
+    assert demo_drain.parser_takes_flag() is has_field
+    assert demo_checks.check_serve_args(2, 4, []).drains is has_field
+    assert demo_drain.parser_takes_flag("--no-such-flag") is False
+
+
+@pytest.mark.lane_scope("release")  # the demo's own argv
+def test_the_drain_is_added_where_vllms_parser_has_the_flag() -> None:
+    """vLLM's default (0) aborts the requests in flight on Ctrl-C; control:
+    a parser without the flag gets nothing (vLLM would refuse it)."""
+    drain = ["--shutdown-timeout", str(demo_drain.DRAIN_S)]
+    assert demo_drain.with_drain([], True) == drain
+    assert demo_drain.with_drain(["--seed", "1"], True) == ["--seed", "1", *drain]
+    assert demo_drain.with_drain(["--seed", "1"], False) == ["--seed", "1"]
+
+
+@pytest.mark.lane_scope("release")  # the demo's own argv
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--shutdown-timeout", "5"],
+        ["--shutdown-timeout=0"],
+        ["--shutdown_timeout", "7"],
+        ["--seed", "1", "--shutdown_timeout=2", "--disable-log-stats"],
+    ],
+)
+def test_a_shutdown_timeout_given_is_not_added_again(given: list[str]) -> None:
+    """The user's value stands (0: abort at once), in vLLM's spellings."""
+    assert demo_drain.with_drain(given, True) == given
+
+
+@pytest.mark.lane_scope("release")  # the demo's own argv
+@pytest.mark.parametrize(
+    ("args", "seconds"),
+    [
+        ([], 0),
+        (["--seed", "1"], 0),
+        (["--shutdown-timeout", "30"], 30),
+        (["--shutdown-timeout=5", "--seed", "1", "--shutdown-timeout", "9"], 9),
+        (["--shutdown_timeout=4"], 4),
+        (["--shutdown-timeout", "soon"], 0),
+        (["--shutdown-timeout"], 0),
+    ],
+)
+def test_the_stop_waits_for_the_drain_the_server_was_given(
+    args: list[str], seconds: int
+) -> None:
+    """What :func:`stop_server` adds to its grace before SIGKILL: the last
+    ``--shutdown-timeout``, as vLLM's parser takes it."""
+    assert demo_drain.drain_seconds(args) == seconds
 
 
 @pytest.mark.lane_scope("release")  # file handling, vLLM's parser passes

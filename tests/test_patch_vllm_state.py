@@ -149,6 +149,45 @@ def test_series_without_the_leading_v_is_the_tag(
     )
 
 
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--series", "banana"], ["error: --series banana: no such series"]),
+        (["--series", "v0.0.1"], ["error: --series v0.0.1: no such series"]),
+        (["--discard-edits"], ["error: --discard-edits goes with --revert"]),
+        (["--site", "EMPTY"], ["error: --site ", ": no vllm/ package there"]),
+        (["--check", "--revert"], ["not allowed with argument --check"]),
+        (["--no-such-option"], ["unrecognized arguments: --no-such-option"]),
+    ],
+)
+def test_bad_arguments_exit_2_as_the_help_says(
+    site: Path,
+    seamless: tuple[Path, str],
+    tmp_path: Path,
+    argv: list[str],
+    words: list[str],
+) -> None:
+    """Contract (--help's exit status: "2 bad arguments"): each is refused
+    with exit 2, its error the last line (ours: the only one), nothing
+    written. An unknown --series exited 1, after vLLM was found and locked.
+    Control: the same flags with good values are not refused."""
+    assert "2 bad arguments" in _cli("--help").stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = [str(empty) if arg == "EMPTY" else arg for arg in argv]
+    before = (site / SCHEDULER).read_bytes()
+    result = _cli(*argv, "--site", str(site)) if "--site" not in argv else _cli(*argv)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    if lines[-1].startswith("error: "):
+        assert len(lines) == 1, lines
+    assert all(word in lines[-1] for word in words), lines[-1]
+    assert (site / SCHEDULER).read_bytes() == before
+    assert not (site / series.STATE_DIR_NAME).exists()
+    good = _cli("--check", "--series", seamless[1], "--site", str(site))
+    assert good.returncode == 1 and "absent" in good.stdout, good.stdout
+
+
 def _read_only(directory: Path) -> tuple[str, ...]:
     """A command prefix running in a private mount namespace where
     ``directory`` is a read-only bind mount: a real EROFS, which root's

@@ -44,6 +44,7 @@ OWN_FLAGS = {"--data-parallel-size": "--dp", "-dp": "--dp"}
 #: import logs on stdout and stderr too.
 _ANSWER = "vab-demo-serve-args:"
 _BROKEN = "vab-demo-vllm-broken:"
+_DRAINS = "vab-demo-drains:"
 _PARSE_IN_CHILD = (
     "import sys\n"
     "try:\n"
@@ -53,7 +54,9 @@ _PARSE_IN_CHILD = (
     f"    print('\\n{_BROKEN}' + cause_of(exc), flush=True)\n"
     "    sys.exit(0)\n"
     "from vllm_ascend_balance.tools.doctor.args import serve_args_refusal\n"
+    "from vllm_ascend_balance.tools.demo.drain import parser_takes_flag\n"
     "refusal = serve_args_refusal(sys.argv[1:])\n"
+    f"print('\\n{_DRAINS}' + str(parser_takes_flag()), flush=True)\n"
     f"print('\\n{_ANSWER}' + (refusal or ''), flush=True)\n"
 )
 #: A hang guard for that child (it imports vLLM: seconds, a minute when
@@ -84,6 +87,20 @@ class DemoPlan:
     balance: str
     active: bool
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ServeArgsCheck:
+    """What :func:`check_serve_args` learnt of vLLM besides its verdict.
+
+    Attributes:
+        warning: why the check itself could not run, else None.
+        drains: vLLM's ``vllm serve`` parser has ``--shutdown-timeout``
+            (:func:`~vllm_ascend_balance.tools.demo.drain.parser_takes_flag`).
+    """
+
+    warning: str | None = None
+    drains: bool = False
 
 
 def check_arguments(
@@ -155,14 +172,16 @@ def check_serve_args(
     extra_args: Sequence[str],
     environ: Mapping[str, str] | None = None,
     python: str = sys.executable,
-) -> str | None:
+) -> ServeArgsCheck:
     """Check the server's whole ``vllm serve`` command line (the demo's own
     arguments, then ``extra_args``) with vLLM's own parser, as doctor does
     (:func:`~vllm_ascend_balance.tools.doctor.args.serve_args_refusal`), in
     a child process of ``python`` with the server's environment: the
     demo's process stays free of vLLM, and vLLM's import logs stay out of
-    its one-line refusal. Returns a warning if the check itself could not
-    run (the server's start then reports what it meets), else None.
+    its one-line refusal. The same child asks that parser whether it has
+    ``--shutdown-timeout`` (the demo's drain on Ctrl-C). Returns a warning
+    if the check itself could not run (the server's start then reports
+    what it meets; no drain flag then: vLLM might refuse it).
 
     Raises:
         VllmBroken: the server's vLLM does not import (its cause).
@@ -190,7 +209,9 @@ def check_serve_args(
             timeout=PARSE_LIMIT_S,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"could not check the vllm serve arguments with vLLM's parser ({exc})"
+        return ServeArgsCheck(
+            f"could not check the vllm serve arguments with vLLM's parser ({exc})"
+        )
     broken = [
         line[len(_BROKEN) :]
         for line in done.stdout.splitlines()
@@ -206,7 +227,7 @@ def check_serve_args(
     ]
     if not answers:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return (
+        return ServeArgsCheck(
             f"could not check the vllm serve arguments with vLLM's parser "
             f"(exit status {done.returncode}: {last})"
         )
@@ -216,7 +237,7 @@ def check_serve_args(
             f"{answers[-1]}: correct or remove it (vLLM's options: python -m "
             f"vllm.entrypoints.openai.api_server --help)"
         )
-    return None
+    return ServeArgsCheck(drains=f"{_DRAINS}True" in done.stdout.splitlines())
 
 
 def check_dir(path: Path) -> None:

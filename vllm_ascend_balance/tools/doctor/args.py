@@ -123,7 +123,7 @@ def parse_serve_args(serve_args: list[str]) -> argparse.Namespace:
     ``parser_problem`` on the result says why.
     """
     try:
-        parser = _serve_parser()
+        parser = serve_parser()
         problem = None
     except Exception as exc:  # vLLM's parser construction failed, say why
         parser = _fallback_parser()
@@ -265,7 +265,8 @@ def _scheduler_config_refusal(namespace: argparse.Namespace) -> str | None:
     return None
 
 
-def _serve_parser() -> argparse.ArgumentParser:
+def serve_parser() -> argparse.ArgumentParser:
+    """The parser of the installed vLLM's ``vllm serve`` (imports vLLM)."""
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # older releases keep it in vllm.utils
