@@ -66,7 +66,7 @@ BUILT = re.compile(r"Using custom scheduler class <class '[\w.]+\.(\w+)'>")
 #: Requests in flight at Ctrl-C: as many as DP 2 admits at the demo's cap of
 #: 4, each a few seconds long, far inside the demo's drain bound.
 IN_FLIGHT = 4
-IN_FLIGHT_TOKENS = 600
+IN_FLIGHT_TOKENS = 300
 #: vLLM's engine core, stopping with a drain bound (``--shutdown-timeout``).
 DRAINING = re.compile(
     r"\[shutdown\] EngineCore: draining in-flight requests count=(\d+)"
