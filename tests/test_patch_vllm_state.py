@@ -155,6 +155,7 @@ def test_series_without_the_leading_v_is_the_tag(
         (["--series", "banana"], ["error: --series banana: no such series"]),
         (["--series", "v0.0.1"], ["error: --series v0.0.1: no such series"]),
         (["--discard-edits"], ["error: --discard-edits goes with --revert"]),
+        (["--revert", "--series", "v0.27.1"], ["error: --series v0.27.1 goes"]),
         (["--site", "EMPTY"], ["error: --site ", ": no vllm/ package there"]),
         (["--check", "--revert"], ["not allowed with argument --check"]),
         (["--no-such-option"], ["unrecognized arguments: --no-such-option"]),

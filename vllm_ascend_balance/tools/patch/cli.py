@@ -19,8 +19,9 @@ lock on its ``vllm/`` (``--check``: a shared one) for their whole length,
 the fresh-import check included.
 
 Exit status: 0 when the seam is present at the end (``--check``: present now;
-``--revert``: done), 2 for bad arguments (checked first: the epilog lists
-them), 1 otherwise; each failure is a one-line ``error:`` on stderr.
+``--revert``: done), 2 for bad arguments (checked first,
+:mod:`~vllm_ascend_balance.tools.patch.arguments`: the epilog lists them),
+1 otherwise; each failure is a one-line ``error:`` on stderr.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from vllm_ascend_balance.tools.patch.arguments import bad_arguments
 from vllm_ascend_balance.tools.patch.seam_source import (
     PARTIAL,
     PRESENT,
@@ -44,9 +46,7 @@ from vllm_ascend_balance.tools.patch.series import (
     SeriesError,
     applied_digest,
     apply_series,
-    available_series,
     fits,
-    normalize_tag,
     pick_series,
     release_of,
     revert_series,
@@ -88,7 +88,8 @@ EPILOG = textwrap.dedent(
     with --revert: the files are restored), 1 it is not or the series cannot
     be applied (one `error:` line saying what to do), 2 bad arguments (an
     unknown option, --check with --revert, --discard-edits without --revert,
-    a --series this package does not carry, a --site without vllm/).
+    --series with --revert, a --series this package does not carry, a
+    --site without vllm/).
     """
 )
 
@@ -142,31 +143,9 @@ def _report(label: str, text: str) -> None:
     print(f"{label + ':':<14}{text}")
 
 
-def _bad_arguments(args: argparse.Namespace) -> str | None:
-    """Why these arguments cannot work (exit 2, as argparse's refusals), one
-    line, or None; before vLLM is looked for: wrong whatever the install."""
-    if args.discard_edits and not args.revert:
-        return "--discard-edits goes with --revert"
-    if args.series is not None:
-        tags = available_series()
-        if normalize_tag(args.series) not in tags:
-            return (
-                f"--series {args.series}: no such series (this package has "
-                f"{', '.join(tags)}): name one of them, or leave --series out "
-                "for the installed version's"
-            )
-    if args.site is not None and not (args.site / "vllm").is_dir():
-        return (
-            f"--site {args.site}: no vllm/ package there: give the directory "
-            "holding vllm/ and its *.dist-info (e.g. a venv's site-packages), "
-            "or leave --site out for the vLLM this Python imports"
-        )
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        bad = _bad_arguments(args)
+        bad = bad_arguments(args)
     except SeriesError as exc:  # no series carried at all: the install's fault
         print(f"error: {exc}", file=sys.stderr)
         return 1
